@@ -1,0 +1,83 @@
+// The Module contract and parameters.
+//
+//   Tensor forward(const Tensor& x, Context& ctx);   saves what backward needs
+//   Tensor backward(const Tensor& dy, Context& ctx); accumulates param grads,
+//                                                    returns dx
+//
+// One Context per (micro-batch, module): pipeline schedules keep several in
+// flight and activation checkpointing can clear one and recompute it.
+// Composite modules keep their children's contexts in ctx.child(i).
+// Modules never communicate; parallel variants live in parallel/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/layout.h"
+#include "tensor/tensor.h"
+
+namespace ndt {
+
+struct Parameter {
+  std::string name;      // global module path, e.g. "blocks.0.attn.qkv.weight"
+  Tensor value;          // local block, MemTag::kParams
+  Tensor grad;           // same shape, MemTag::kGrads; accumulated with +=
+  Layout layout;         // global shape and split
+  bool decay = true;     // weight decay / layer adaptation apply (not biases, norms)
+
+  Parameter(std::string name, Shape shape, bool decay);
+};
+
+// How a parameter is initialised from the counter RNG (key = seed + name,
+// index = global element index), so init never depends on the layout.
+enum class Init { kZeros, kOnes, kNormal };
+
+struct InitSpec {
+  Init kind = Init::kZeros;
+  float std = 0.02f;
+};
+
+// Step-level values a module may need (dropout keys, train/eval).
+struct RunState {
+  bool training = true;
+  uint64_t seed = 0;
+  int64_t step = 0;       // optimizer step
+  int64_t microbatch = 0; // global micro-batch index within the step
+};
+
+class Context {
+ public:
+  std::vector<Tensor> saved;  // tensors backward needs, in a module-defined order
+  RunState run;               // copied in by the caller before forward
+
+  // Context of child i, created on first use (inherits `run`).
+  Context& child(size_t i);
+  // Drops saved tensors here and in every child.
+  void clear();
+
+ private:
+  std::vector<std::unique_ptr<Context>> children_;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual Tensor forward(const Tensor& x, Context& ctx) = 0;
+  virtual Tensor backward(const Tensor& dy, Context& ctx) = 0;
+  // Appends this module's parameters (recursively) in a fixed order.
+  virtual void collect_parameters(std::vector<Parameter*>& out) {
+    (void)out;
+  }
+  std::vector<Parameter*> parameters() {
+    std::vector<Parameter*> out;
+    collect_parameters(out);
+    return out;
+  }
+};
+
+// Fills p.value from the counter RNG per `spec`, zeroes p.grad.
+void init_parameter(Parameter& p, const InitSpec& spec, uint64_t seed);
+
+}  // namespace ndt

@@ -1,0 +1,200 @@
+// Numerical kernels, each a forward/backward pair (CPU backend: BLAS for
+// GEMM, OpenMP for the rest).
+//
+// Dimension letters: N = rows (B*T flattened), B = batch, T = tokens,
+// C = channels, IC/OC = in/out features, V = vocabulary or classes,
+// NH = heads, hs = C/NH, P = patch size.
+//
+// Contract (CONVENTIONS.md): activation gradients are assigned (=),
+// parameter gradients are accumulated (+=). Outputs are preallocated by the
+// caller with the shapes stated here; an undefined Tensor means "skip".
+// Kernels are deterministic for a fixed thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace ndt::ops {
+
+// ---- threads and BLAS ------------------------------------------------------
+
+// Sets the OpenMP and OpenBLAS thread counts.
+void set_num_threads(int n);
+int num_threads();
+// e.g. "OpenBLAS 0.3.21 (openmp) core=SkylakeX".
+std::string blas_info();
+
+// ---- GEMM ------------------------------------------------------------------
+
+// Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C with
+// explicit leading dimensions (elements between consecutive rows).
+void gemm(
+    bool trans_a,
+    bool trans_b,
+    int M,
+    int N,
+    int K,
+    float alpha,
+    const float* A,
+    int lda,
+    const float* B,
+    int ldb,
+    float beta,
+    float* C,
+    int ldc);
+
+// ---- linear: weight stored [OC, IC] like torch.nn.Linear -------------------
+
+// x [.., IC], w [OC, IC], b [OC] or undefined -> y [.., OC] = x w^T + b.
+void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b);
+// dx [.., IC] = dy w (skipped if undefined); dw += dy^T x; db += sum dy.
+void linear_backward(
+    Tensor& dx,
+    Tensor& dw,
+    Tensor& db,
+    const Tensor& dy,
+    const Tensor& x,
+    const Tensor& w);
+
+// ---- bias and activations ---------------------------------------------------
+
+// y [.., C] += b [C].
+void bias_add_forward(Tensor& y, const Tensor& b);
+// db [C] += sum over rows of dy [.., C].
+void bias_add_backward(Tensor& db, const Tensor& dy);
+
+// GELU, tanh approximation (torch.nn.GELU(approximate="tanh")).
+void gelu_forward(Tensor& y, const Tensor& x);
+void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
+
+// Fused: pre [N, C] += b; y = gelu(pre). One pass over memory.
+void bias_gelu_forward(Tensor& y, Tensor& pre, const Tensor& b);
+// dpre = dy * gelu'(pre); db += sum dpre (db may be undefined).
+void bias_gelu_backward(
+    Tensor& dpre,
+    Tensor& db,
+    const Tensor& dy,
+    const Tensor& pre);
+
+// ReLU (used by the MLP when configured).
+void relu_forward(Tensor& y, const Tensor& x);
+void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
+
+// ---- LayerNorm ----------------------------------------------------------------
+
+// x [N, C], w, b [C] -> y [N, C]; saves mean, rstd [N].
+void layernorm_forward(
+    Tensor& y,
+    Tensor& mean,
+    Tensor& rstd,
+    const Tensor& x,
+    const Tensor& w,
+    const Tensor& b,
+    float eps);
+// dx = ... (assigned), dw += sum dy*xhat, db += sum dy.
+void layernorm_backward(
+    Tensor& dx,
+    Tensor& dw,
+    Tensor& db,
+    const Tensor& dy,
+    const Tensor& x,
+    const Tensor& w,
+    const Tensor& mean,
+    const Tensor& rstd);
+
+// Fused residual + LayerNorm: sum = a + r; y = layernorm(sum).
+void residual_layernorm_forward(
+    Tensor& sum,
+    Tensor& y,
+    Tensor& mean,
+    Tensor& rstd,
+    const Tensor& a,
+    const Tensor& r,
+    const Tensor& w,
+    const Tensor& b,
+    float eps);
+
+// ---- softmax ------------------------------------------------------------------
+
+// Row softmax over the last dim: y [N, C].
+void softmax_forward(Tensor& y, const Tensor& x);
+void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
+
+// ---- scaled dot-product attention -------------------------------------------
+
+// qkv [B, T, 3C] (q | k | v, head h at columns h*hs..), out [B, T, C],
+// att [B, NH, T, T] saved softmax probabilities (masked entries are 0).
+// Scale 1/sqrt(hs); causal masks keys after the query.
+void attention_forward(
+    Tensor& out,
+    Tensor& att,
+    const Tensor& qkv,
+    int NH,
+    bool causal);
+// dqkv [B, T, 3C] assigned. datt [B, NH, T, T] is scratch.
+void attention_backward(
+    Tensor& dqkv,
+    Tensor& datt,
+    const Tensor& dout,
+    const Tensor& qkv,
+    const Tensor& att,
+    int NH,
+    bool causal);
+
+// ---- cross-entropy (fused with softmax) -----------------------------------------
+
+// logits [N, V], targets int32 [N] in [0, V) -> losses [N] (-log p_target),
+// probs [N, V] softmax. Returns the sum of losses (double accumulation).
+double cross_entropy_forward(
+    Tensor& losses,
+    Tensor& probs,
+    const Tensor& logits,
+    const Tensor& targets);
+// dlogits = (probs - onehot(targets)) * scale. dlogits may alias probs.
+void cross_entropy_backward(
+    Tensor& dlogits,
+    const Tensor& probs,
+    const Tensor& targets,
+    float scale);
+
+// ---- embeddings -------------------------------------------------------------------
+
+// ids int32 [N] in [0, V), table [V, C] -> y [N, C].
+void embedding_forward(Tensor& y, const Tensor& ids, const Tensor& table);
+// dtable [V, C] += scatter of dy [N, C] (deterministic order).
+void embedding_backward(Tensor& dtable, const Tensor& dy, const Tensor& ids);
+
+// images [B, Cin, H, W] -> patches [B, (H/P)*(W/P), Cin*P*P], with each
+// patch flattened in (c, py, px) order so a Linear on the patches equals a
+// Conv2d(Cin, D, kernel=P, stride=P) whose weight is viewed [D, Cin*P*P].
+void patchify_forward(Tensor& patches, const Tensor& images, int P);
+// dimages [B, Cin, H, W] = col2im(dpatches) (assigned).
+void patchify_backward(Tensor& dimages, const Tensor& dpatches, int P);
+
+// ---- token pooling (ViT heads) ------------------------------------------------------
+
+// x [B, T, C] -> y [B, C] mean over T.
+void mean_tokens_forward(Tensor& y, const Tensor& x);
+// dx [B, T, C] = dy / T broadcast (assigned).
+void mean_tokens_backward(Tensor& dx, const Tensor& dy);
+
+// ---- dropout (mask from the counter RNG, never stored) ---------------------------
+
+// y = x * keep / (1 - p), keep_i = uniform(key, i) >= p. y may alias x.
+void dropout_forward(Tensor& y, const Tensor& x, float p, uint64_t key);
+void dropout_backward(Tensor& dx, const Tensor& dy, float p, uint64_t key);
+
+// ---- elementwise ----------------------------------------------------------------------
+
+// y = a + b (residual forward; its backward is the identity on both inputs).
+void add(Tensor& y, const Tensor& a, const Tensor& b);
+// y += x.
+void add_(Tensor& y, const Tensor& x);
+// y *= s.
+void scale_(Tensor& y, float s);
+// Sum of squares in double (for norms).
+double sum_squares(const Tensor& x);
+
+}  // namespace ndt::ops

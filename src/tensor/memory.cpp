@@ -1,0 +1,119 @@
+#include "tensor/memory.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace ndt {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+// Rounds to a size class: multiples of 64 B up to 4 KiB, then 1/8 steps of
+// the next power of two, so a cached block wastes at most 12.5%.
+size_t round_size(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes <= 4096) return (bytes + kAlign - 1) / kAlign * kAlign;
+  size_t pow2 = 1;
+  while (pow2 < bytes) pow2 <<= 1;
+  size_t step = pow2 / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+struct Pool {
+  std::mutex mu;
+  std::map<size_t, std::vector<void*>> free_lists;
+  MemoryStats stats;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool();  // never destroyed: tensors may outlive main
+  return *p;
+}
+
+}  // namespace
+
+std::string_view mem_tag_name(MemTag tag) {
+  switch (tag) {
+    case MemTag::kParams: return "params";
+    case MemTag::kGrads: return "grads";
+    case MemTag::kOptim: return "optim";
+    case MemTag::kActs: return "acts";
+    case MemTag::kComm: return "comm";
+    case MemTag::kData: return "data";
+    case MemTag::kOther: return "other";
+    case MemTag::kCount: break;
+  }
+  return "?";
+}
+
+void* mem_alloc(size_t bytes, MemTag tag) {
+  size_t size = round_size(bytes);
+  Pool& p = pool();
+  void* ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    auto it = p.free_lists.find(size);
+    if (it != p.free_lists.end() && !it->second.empty()) {
+      ptr = it->second.back();
+      it->second.pop_back();
+      p.stats.cached_bytes -= size;
+      p.stats.reused_allocs++;
+    } else {
+      p.stats.fresh_allocs++;
+    }
+    int t = static_cast<int>(tag);
+    p.stats.current_bytes[t] += size;
+    p.stats.total_current_bytes += size;
+    if (p.stats.current_bytes[t] > p.stats.peak_bytes[t]) {
+      p.stats.peak_bytes[t] = p.stats.current_bytes[t];
+    }
+    if (p.stats.total_current_bytes > p.stats.total_peak_bytes) {
+      p.stats.total_peak_bytes = p.stats.total_current_bytes;
+    }
+  }
+  if (ptr == nullptr) {
+    ptr = std::aligned_alloc(kAlign, size);
+    if (ptr == nullptr) throw std::bad_alloc();
+  }
+  return ptr;
+}
+
+void mem_free(void* ptr, size_t bytes, MemTag tag) {
+  if (ptr == nullptr) return;
+  size_t size = round_size(bytes);
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.free_lists[size].push_back(ptr);
+  p.stats.cached_bytes += size;
+  int t = static_cast<int>(tag);
+  p.stats.current_bytes[t] -= size;
+  p.stats.total_current_bytes -= size;
+}
+
+MemoryStats memory_stats() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.stats;
+}
+
+void memory_reset_peaks() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.stats.peak_bytes = p.stats.current_bytes;
+  p.stats.total_peak_bytes = p.stats.total_current_bytes;
+}
+
+void memory_release_cached() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto& [size, list] : p.free_lists) {
+    for (void* ptr : list) std::free(ptr);
+    list.clear();
+  }
+  p.stats.cached_bytes = 0;
+}
+
+}  // namespace ndt

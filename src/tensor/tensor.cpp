@@ -1,0 +1,113 @@
+#include "tensor/tensor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "base/check.h"
+
+namespace ndt {
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) os << ", ";
+    os << shape[i];
+  }
+  os << "]";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    NDT_ASSERT(d >= 0, "negative dimension in ", shape_str(shape));
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Storage::~Storage() {
+  mem_free(ptr, bytes, tag);
+}
+
+Tensor::Tensor(Shape shape, MemTag tag, DType dtype)
+    : shape_(std::move(shape)), dtype_(dtype) {
+  numel_ = shape_numel(shape_);
+  storage_ = std::make_shared<Storage>();
+  storage_->bytes = static_cast<size_t>(std::max<int64_t>(numel_, 1)) * 4;
+  storage_->tag = tag;
+  storage_->ptr = mem_alloc(storage_->bytes, tag);
+}
+
+Tensor Tensor::zeros(Shape shape, MemTag tag, DType dtype) {
+  Tensor t(std::move(shape), tag, dtype);
+  t.zero_();
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  int n = ndim();
+  if (i < 0) i += n;
+  NDT_ASSERT(i >= 0 && i < n, "dim ", i, " of shape ", shape_str(shape_));
+  return shape_[i];
+}
+
+MemTag Tensor::tag() const {
+  NDT_ASSERT(storage_, "undefined tensor");
+  return storage_->tag;
+}
+
+float* Tensor::data() {
+  NDT_ASSERT(dtype_ == DType::kF32, "tensor is not fp32");
+  return storage_ ? static_cast<float*>(storage_->ptr) : nullptr;
+}
+
+const float* Tensor::data() const {
+  NDT_ASSERT(dtype_ == DType::kF32, "tensor is not fp32");
+  return storage_ ? static_cast<const float*>(storage_->ptr) : nullptr;
+}
+
+int32_t* Tensor::data_i32() {
+  NDT_ASSERT(dtype_ == DType::kI32, "tensor is not int32");
+  return storage_ ? static_cast<int32_t*>(storage_->ptr) : nullptr;
+}
+
+const int32_t* Tensor::data_i32() const {
+  NDT_ASSERT(dtype_ == DType::kI32, "tensor is not int32");
+  return storage_ ? static_cast<const int32_t*>(storage_->ptr) : nullptr;
+}
+
+Tensor Tensor::view(Shape shape) const {
+  NDT_ASSERT(
+      shape_numel(shape) == numel_, "cannot view ", shape_str(shape_), " as ",
+      shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone(MemTag tag) const {
+  Tensor t(shape_, tag, dtype_);
+  if (numel_ > 0) std::memcpy(t.storage_->ptr, storage_->ptr, numel_ * 4);
+  return t;
+}
+
+void Tensor::zero_() {
+  if (numel_ > 0) std::memset(storage_->ptr, 0, numel_ * 4);
+}
+
+void Tensor::fill_(float value) {
+  float* p = data();
+  std::fill(p, p + numel_, value);
+}
+
+void Tensor::copy_(const Tensor& src) {
+  NDT_ASSERT(
+      src.numel_ == numel_ && src.dtype_ == dtype_, "copy_ from ",
+      shape_str(src.shape_), " into ", shape_str(shape_));
+  if (numel_ > 0) std::memcpy(storage_->ptr, src.storage_->ptr, numel_ * 4);
+}
+
+}  // namespace ndt

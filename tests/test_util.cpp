@@ -1,0 +1,69 @@
+#include "test_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/rng.h"
+
+namespace ndt::test {
+
+Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std) {
+  Tensor t(std::move(shape), MemTag::kOther);
+  rng_fill_normal(t.data(), t.numel(), rng_key(seed, name), 0, 0.0f, std);
+  return t;
+}
+
+double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
+  if (a.numel() != b.numel()) return INFINITY;
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.data()[i], y = b.data()[i];
+    double r = std::fabs(x - y) / (atol + rtol * std::fabs(y));
+    if (!(r <= worst)) worst = std::isnan(r) ? INFINITY : std::max(worst, r);
+  }
+  return worst;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return INFINITY;
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double d = std::fabs(double(a.data()[i]) - double(b.data()[i]));
+    if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+  }
+  return worst;
+}
+
+std::string source_path(const std::string& rel) {
+  return std::string(NDT_SOURCE_DIR) + "/" + rel;
+}
+
+double grad_check(
+    Tensor& x,
+    const Tensor& grad,
+    const std::function<double()>& loss,
+    double h,
+    double atol,
+    double rtol,
+    int samples) {
+  int64_t n = x.numel();
+  int64_t count = (samples <= 0 || samples >= n) ? n : samples;
+  double worst = 0;
+  for (int64_t s = 0; s < count; ++s) {
+    int64_t i = count == n ? s : (s * 7919 + 13) % n;
+    float saved = x.data()[i];
+    x.data()[i] = saved + static_cast<float>(h);
+    double lp = loss();
+    x.data()[i] = saved - static_cast<float>(h);
+    double lm = loss();
+    x.data()[i] = saved;
+    double num = (lp - lm) / (2 * h);
+    double ana = grad.data()[i];
+    double r = std::fabs(num - ana) / (atol + rtol * std::fabs(num));
+    if (std::isnan(r)) return INFINITY;
+    worst = std::max(worst, r);
+  }
+  return worst;
+}
+
+}  // namespace ndt::test

@@ -1,0 +1,36 @@
+// Helpers shared by the test binaries: deterministic tensors, comparisons
+// and finite-difference gradient checks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace ndt::test {
+
+// Tensor filled with normal(0, std) numbers from the counter RNG.
+Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std = 1);
+// Largest |a - b| / (atol + rtol * |b|) over elements (<= 1 means close).
+double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol);
+// Largest |a - b|.
+double max_abs_diff(const Tensor& a, const Tensor& b);
+// Path under the source tree, e.g. source_path("tests/fixtures/x.bin").
+std::string source_path(const std::string& rel);
+
+// Checks the analytic gradient `grad` of a scalar function `loss` of `x`
+// against central differences in double precision. `loss` is evaluated with
+// x perturbed in place (fp32), step `h`. Returns the largest error ratio
+// |num - ana| / (atol + rtol * |num|) over `samples` elements chosen
+// deterministically (all when samples <= 0 or >= numel).
+double grad_check(
+    Tensor& x,
+    const Tensor& grad,
+    const std::function<double()>& loss,
+    double h,
+    double atol,
+    double rtol,
+    int samples = -1);
+
+}  // namespace ndt::test

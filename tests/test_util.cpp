@@ -1,7 +1,11 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "tensor/rng.h"
 
@@ -24,6 +28,14 @@ double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
   return worst;
 }
 
+double dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    s += double(a.data()[i]) * double(b.data()[i]);
+  }
+  return s;
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (a.numel() != b.numel()) return INFINITY;
   double worst = 0;
@@ -36,6 +48,43 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 std::string source_path(const std::string& rel) {
   return std::string(NDT_SOURCE_DIR) + "/" + rel;
+}
+
+std::map<std::string, Tensor> read_fixture(const std::string& path) {
+  std::map<std::string, Tensor> out;
+  std::ifstream in(path);
+  if (!in) {
+    ADD_FAILURE() << "cannot open fixture " << path;
+    return out;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream header(line);
+    std::string name;
+    int ndim = -1;
+    header >> name >> ndim;
+    Shape shape(std::max(ndim, 0));
+    for (auto& d : shape) header >> d;
+    if (!header || ndim < 0) {
+      ADD_FAILURE() << path << ": bad header line: " << line;
+      return out;
+    }
+    Tensor t(shape, MemTag::kOther);
+    std::getline(in, line);
+    std::istringstream values(line);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double v = 0;
+      if (!(values >> v)) {
+        ADD_FAILURE() << path << ": tensor " << name << " has fewer than "
+                      << t.numel() << " values";
+        return out;
+      }
+      t.data()[i] = static_cast<float>(v);
+    }
+    out.emplace(name, t);
+  }
+  return out;
 }
 
 double grad_check(

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "tensor/tensor.h"
@@ -14,10 +15,19 @@ namespace ndt::test {
 Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std = 1);
 // Largest |a - b| / (atol + rtol * |b|) over elements (<= 1 means close).
 double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol);
+// Sum of a[i] * b[i] in double: the scalar loss sum(y * r) of gradient
+// checks, whose gradient with respect to y is r.
+double dot(const Tensor& a, const Tensor& b);
 // Largest |a - b|.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 // Path under the source tree, e.g. source_path("tests/fixtures/x.bin").
 std::string source_path(const std::string& rel);
+
+// Reads a text fixture written by tests/fixtures/make_op_fixtures.py:
+// per tensor a line "<name> <ndim> <dims...>" then a line of values. All
+// tensors come back as fp32 (MemTag::kOther). Fails the calling test (gtest
+// ADD_FAILURE) and returns what it read so far on a malformed file.
+std::map<std::string, Tensor> read_fixture(const std::string& path);
 
 // Checks the analytic gradient `grad` of a scalar function `loss` of `x`
 // against central differences in double precision. `loss` is evaluated with

@@ -1,4 +1,169 @@
-// ndtrain command-line entry point (train, bench, ...). Filled in with the trainer.
-int main() {
+// ndtrain command-line entry point.
+//
+//   ndtrain train -c CONFIG.yaml [key=value ...]
+//   ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]
+//   ndtrain peak [--threads N]
+//
+// The only place that catches ndt::Error: it prints "error: <message>" and
+// exits non-zero.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "base/check.h"
+#include "io/config.h"
+#include "nn/builder.h"
+#include "ops/ops.h"
+#include "train/data_source.h"
+#include "train/factory.h"
+#include "train/peak.h"
+#include "train/trainer.h"
+
+namespace ndt {
+namespace {
+
+constexpr const char* kUsage =
+    "usage:\n"
+    "  ndtrain train -c CONFIG.yaml [key=value ...]\n"
+    "  ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]\n"
+    "  ndtrain peak [--threads N]\n";
+
+struct Args {
+  std::string config;
+  std::vector<std::string> overrides;
+  int iters = 20;
+  int warmup = 5;
+  int threads = 0;
+};
+
+int parse_int(const std::string& flag, const char* value) {
+  NDT_CHECK(value != nullptr, ConfigError, flag, " needs a value");
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  NDT_CHECK(*value != '\0' && *end == '\0' && v >= 0, ConfigError, flag,
+            " must be a non-negative integer, got '", value, "'");
+  return static_cast<int>(v);
+}
+
+Args parse_args(int argc, char** argv, int first) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (s == "-c" || s == "--config") {
+      NDT_CHECK(next != nullptr, ConfigError, s, " needs a file name");
+      a.config = next;
+      ++i;
+    } else if (s == "--iters") {
+      a.iters = parse_int(s, next);
+      ++i;
+    } else if (s == "--warmup") {
+      a.warmup = parse_int(s, next);
+      ++i;
+    } else if (s == "--threads") {
+      a.threads = parse_int(s, next);
+      ++i;
+    } else if (s.find('=') != std::string::npos && s[0] != '-') {
+      a.overrides.push_back(s);
+    } else {
+      throw ConfigError("unknown argument '" + s + "'\n" + kUsage);
+    }
+  }
+  return a;
+}
+
+int cmd_train(const Args& a) {
+  NDT_CHECK(!a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n",
+            kUsage);
+  Config config = load_config(a.config, a.overrides);
+  run_training(config, {});
   return 0;
+}
+
+// Times full training steps (forward, backward, optimizer) on one batch.
+int cmd_bench(const Args& a) {
+  NDT_CHECK(!a.config.empty(), ConfigError, "bench needs -c CONFIG.yaml");
+  NDT_CHECK(a.iters >= 1, ConfigError, "--iters must be >= 1");
+  Config config = load_config(a.config, a.overrides);
+  const int threads =
+      config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
+  ops::set_num_threads(threads);
+  DataSource data(config);
+  SerialBuilder builder;
+  auto model = make_model(config.model, builder);
+  model->init(config.train.seed);
+  auto params = model->parameters();
+  auto opt = make_optimizer(config.optim, params);
+  const int64_t B = config.train.batch_size;
+  Tensor input = data.make_input(B), targets = data.make_targets(B);
+  data.train_batch(0, B, input, targets);
+  const float scale = 1.0f / float(B * model->loss_terms_per_sample);
+  Context ctx;
+  std::vector<double> ms;
+  for (int i = 0; i < a.warmup + a.iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    model->zero_grad();
+    LossStats stats;
+    model->forward_backward(input, targets, ctx, scale, stats);
+    opt->step(config.optim.lr);
+    double dt = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    if (i >= a.warmup) ms.push_back(dt);
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms[ms.size() / 2];
+  if (ms.size() % 2 == 0) median = 0.5 * (ms[ms.size() / 2 - 1] + median);
+  std::printf("ndtrain: %s, threads %d, %lld parameters\n",
+              ops::blas_info().c_str(), threads,
+              static_cast<long long>(model->num_parameters()));
+  std::printf("bench model=%s threads=%d median_ms=%.3f flops_per_step=%.0f\n",
+              model->kind.c_str(), threads, median,
+              model->flops_per_sample * B);
+  return 0;
+}
+
+int cmd_peak(const Args& a) {
+  const int threads = a.threads > 0 ? a.threads : omp_get_num_procs();
+  ops::set_num_threads(threads);
+  std::printf("ndtrain: %s, threads %d\n", ops::blas_info().c_str(), threads);
+  std::printf("peak_gflops=%.1f\n", measure_sgemm_peak_gflops());
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "--help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  Args a = parse_args(argc, argv, 2);
+  if (cmd == "train") return cmd_train(a);
+  if (cmd == "bench") return cmd_bench(a);
+  if (cmd == "peak") return cmd_peak(a);
+  throw ConfigError("unknown command '" + cmd + "'\n" + kUsage);
+}
+
+}  // namespace
+}  // namespace ndt
+
+int main(int argc, char** argv) {
+  try {
+    return ndt::run(argc, argv);
+  } catch (const ndt::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

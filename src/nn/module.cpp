@@ -4,12 +4,17 @@
 
 namespace ndt {
 
-Parameter::Parameter(std::string name_, Shape shape, bool decay_)
+Parameter::Parameter(
+    std::string name_,
+    Shape shape,
+    bool decay_,
+    InitSpec init_)
     : name(std::move(name_)),
       value(shape, MemTag::kParams),
       grad(Tensor::zeros(shape, MemTag::kGrads)),
       layout(Layout::full(shape)),
-      decay(decay_) {}
+      decay(decay_),
+      init(init_) {}
 
 Context& Context::child(size_t i) {
   while (children_.size() <= i) {
@@ -21,10 +26,12 @@ Context& Context::child(size_t i) {
 
 void Context::clear() {
   saved.clear();
+  ints.clear();
   for (auto& c : children_) c->clear();
 }
 
-void init_parameter(Parameter& p, const InitSpec& spec, uint64_t seed) {
+void init_parameter(Parameter& p, uint64_t seed) {
+  const InitSpec& spec = p.init;
   p.grad.zero_();
   switch (spec.kind) {
     case Init::kZeros:

@@ -20,16 +20,6 @@
 
 namespace ndt {
 
-struct Parameter {
-  std::string name;      // global module path, e.g. "blocks.0.attn.qkv.weight"
-  Tensor value;          // local block, MemTag::kParams
-  Tensor grad;           // same shape, MemTag::kGrads; accumulated with +=
-  Layout layout;         // global shape and split
-  bool decay = true;     // weight decay / layer adaptation apply (not biases, norms)
-
-  Parameter(std::string name, Shape shape, bool decay);
-};
-
 // How a parameter is initialised from the counter RNG (key = seed + name,
 // index = global element index), so init never depends on the layout.
 enum class Init { kZeros, kOnes, kNormal };
@@ -37,6 +27,17 @@ enum class Init { kZeros, kOnes, kNormal };
 struct InitSpec {
   Init kind = Init::kZeros;
   float std = 0.02f;
+};
+
+struct Parameter {
+  std::string name;      // global module path, e.g. "blocks.0.attn.qkv.weight"
+  Tensor value;          // local block, MemTag::kParams
+  Tensor grad;           // same shape, MemTag::kGrads; accumulated with +=
+  Layout layout;         // global shape and split
+  bool decay = true;     // weight decay / layer adaptation apply (not biases, norms)
+  InitSpec init;         // how init_parameter() fills it
+
+  Parameter(std::string name, Shape shape, bool decay, InitSpec init);
 };
 
 // Step-level values a module may need (dropout keys, train/eval).
@@ -51,6 +52,10 @@ class Context {
  public:
   std::vector<Tensor> saved;  // tensors backward needs, in a module-defined order
   RunState run;               // copied in by the caller before forward
+  // False when nobody consumes dx (first layer): backward may skip it and
+  // return an undefined Tensor.
+  bool need_input_grad = true;
+  std::vector<int64_t> ints;  // small values backward needs (e.g. a size)
 
   // Context of child i, created on first use (inherits `run`).
   Context& child(size_t i);
@@ -77,7 +82,7 @@ class Module {
   }
 };
 
-// Fills p.value from the counter RNG per `spec`, zeroes p.grad.
-void init_parameter(Parameter& p, const InitSpec& spec, uint64_t seed);
+// Fills p.value from the counter RNG per p.init, zeroes p.grad.
+void init_parameter(Parameter& p, uint64_t seed);
 
 }  // namespace ndt

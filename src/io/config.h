@@ -1,0 +1,113 @@
+// Run configuration: YAML file + dotted command-line overrides.
+//
+// load_config() reads a YAML file, applies `key=value` overrides (dotted
+// keys, e.g. optim.lr=0.001 train.steps=200), and validates every key
+// against the schema: unknown keys, wrong types and out-of-range values
+// throw one ConfigError naming the key and what is allowed, before anything
+// is allocated. Defaults are the values below. The config is stored in
+// checkpoint manifests as JSON (config_to_json / config_from_json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ndt {
+
+enum class ModelKind { kMlp, kVit, kGpt };
+enum class Activation { kGelu, kRelu };
+enum class Pool { kCls, kMean };
+enum class DatasetKind { kFashionMnist, kFortunes, kSynthetic };
+enum class OptimKind { kSgd, kAdamw };
+enum class LrSchedule { kConstant, kCosine, kLinear, kPolynomial };
+
+struct RunConfig {
+  std::string name = "run";  // run.name: [A-Za-z0-9_.-]+
+  std::string dir;           // run.dir: output dir; empty -> runs/<name>
+};
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::kMlp;    // model.kind: mlp | vit | gpt
+  std::vector<int> hidden = {1024, 1024};  // model.hidden (mlp), each >= 1
+  Activation activation = Activation::kGelu;  // model.activation: gelu | relu
+  int dim = 128;        // model.dim (vit, gpt) >= 1, divisible by heads
+  int depth = 4;        // model.depth (vit, gpt) >= 1
+  int heads = 4;        // model.heads >= 1
+  int mlp_dim = 512;    // model.mlp_dim >= 1
+  int patch = 7;        // model.patch (vit) >= 1, divides image_size
+  Pool pool = Pool::kCls;  // model.pool (vit): cls | mean
+  int image_size = 28;  // model.image_size (mlp, vit) >= 1
+  int channels = 1;     // model.channels (mlp, vit) >= 1
+  int num_classes = 10; // model.num_classes (mlp, vit) >= 2
+  int seq_len = 128;    // model.seq_len (gpt) >= 2
+  int vocab = 256;      // model.vocab (gpt) >= 2
+  float dropout = 0.0f; // model.dropout in [0, 1)
+  float init_std = 0.02f;  // model.init_std > 0
+};
+
+struct DataConfig {
+  DatasetKind name = DatasetKind::kFashionMnist;  // data.name: fashion_mnist | fortunes | synthetic
+  std::string path;     // data.path; empty -> the Debian package location
+  bool augment = false; // data.augment (images): random flip + shift
+  int shift = 2;        // data.shift in [0, 8]: max translation in pixels
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;      // train.steps >= 1
+  int64_t batch_size = 128;  // train.batch_size >= 1 (the global batch)
+  uint64_t seed = 1;         // train.seed >= 0
+  std::string resume;        // train.resume: checkpoint dir, "latest", or empty
+  int64_t log_every = 50;    // train.log_every >= 1
+  int64_t eval_every = 0;    // train.eval_every >= 0 (0: only at the end)
+  int64_t eval_samples = 0;  // train.eval_samples >= 0 (0: whole eval set)
+  int64_t checkpoint_every = 0;  // train.checkpoint_every >= 0 (0: only at the end)
+  int threads = 0;           // train.threads >= 0 (0: all cores)
+};
+
+struct OptimConfig {
+  OptimKind name = OptimKind::kAdamw;  // optim.name: sgd | adamw
+  float lr = 1e-3f;            // optim.lr > 0
+  float weight_decay = 0.0f;   // optim.weight_decay >= 0
+  float momentum = 0.9f;       // optim.momentum in [0, 1) (sgd)
+  bool nesterov = false;       // optim.nesterov (sgd, needs momentum > 0)
+  float beta1 = 0.9f;          // optim.beta1 in [0, 1)
+  float beta2 = 0.999f;        // optim.beta2 in [0, 1)
+  float eps = 1e-8f;           // optim.eps > 0
+  float clip_grad_norm = 0.0f; // optim.clip_grad_norm >= 0 (0: off)
+  LrSchedule schedule = LrSchedule::kCosine;  // optim.schedule: constant | cosine | linear | polynomial
+  int64_t warmup_steps = 0;    // optim.warmup_steps >= 0, < train.steps
+  float min_lr_ratio = 0.0f;   // optim.min_lr_ratio in [0, 1]: final lr / lr
+  float power = 2.0f;          // optim.power > 0 (polynomial)
+};
+
+struct Config {
+  RunConfig run;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+
+  // run.dir, or runs/<run.name> when empty.
+  std::string run_dir() const;
+};
+
+// Loads `yaml_path` (empty: defaults only) and applies `overrides`
+// ("a.b=value", value parsed as YAML: numbers, true/false, [1, 2], text).
+Config load_config(
+    const std::string& yaml_path,
+    const std::vector<std::string>& overrides);
+
+nlohmann::json config_to_json(const Config& config);
+// Inverse of config_to_json; validates like load_config.
+Config config_from_json(const nlohmann::json& json);
+
+const char* to_string(ModelKind v);
+const char* to_string(Activation v);
+const char* to_string(Pool v);
+const char* to_string(DatasetKind v);
+const char* to_string(OptimKind v);
+const char* to_string(LrSchedule v);
+
+}  // namespace ndt

@@ -1,0 +1,30 @@
+#include "nn/dropout.h"
+
+#include "ops/ops.h"
+#include "tensor/rng.h"
+
+namespace ndt {
+
+Dropout::Dropout(const std::string& name, float p) : name_(name), p_(p) {}
+
+uint64_t Dropout::key(const RunState& run) const {
+  uint64_t k = rng_key(run.seed, name_);
+  k = rng_subkey(k, static_cast<uint64_t>(run.step));
+  return rng_subkey(k, static_cast<uint64_t>(run.microbatch));
+}
+
+Tensor Dropout::forward(const Tensor& x, Context& ctx) {
+  if (p_ == 0.0f || !ctx.run.training) return x;
+  Tensor y(x.shape(), MemTag::kActs);
+  ops::dropout_forward(y, x, p_, key(ctx.run));
+  return y;
+}
+
+Tensor Dropout::backward(const Tensor& dy, Context& ctx) {
+  if (p_ == 0.0f || !ctx.run.training) return dy;
+  Tensor dx(dy.shape(), MemTag::kActs);
+  ops::dropout_backward(dx, dy, p_, key(ctx.run));
+  return dx;
+}
+
+}  // namespace ndt

@@ -1,0 +1,93 @@
+// Model: an input layer, a list of blocks and a loss head.
+//
+// Pipeline stages (later) are slices of `blocks`, so one Model object serves
+// every schedule. Context layout: child(0) = input layer, child(1 + i) =
+// block i, child(1 + blocks.size()) = head.
+// build_mlp / build_vit / build_gpt make the three models of ndtrain from
+// their options through a Builder (nn/builder.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/builder.h"
+#include "nn/head.h"
+#include "nn/module.h"
+
+namespace ndt {
+
+class Model {
+ public:
+  std::string kind;                     // "mlp", "vit", "gpt"
+  std::unique_ptr<Module> embed;
+  std::vector<std::unique_ptr<Module>> blocks;
+  std::unique_ptr<LossHead> head;
+  double flops_per_sample = 0;  // training (forward + backward) FLOPs
+  int64_t loss_terms_per_sample = 1;
+
+  // All parameters in a fixed order: input layer, blocks, head.
+  std::vector<Parameter*> parameters();
+  int64_t num_parameters();
+  void init(uint64_t seed);
+  void zero_grad();
+
+  // Forward and backward of one (micro-)batch. Parameter grads accumulate
+  // d(scale * summed loss)/dparam; stats gets the loss terms.
+  void forward_backward(
+      const Tensor& input,
+      const Tensor& targets,
+      Context& ctx,
+      float scale,
+      LossStats& stats);
+  // Forward only (evaluation); nothing is kept for backward.
+  void forward_eval(
+      const Tensor& input,
+      const Tensor& targets,
+      Context& ctx,
+      LossStats& stats);
+
+ private:
+  void forward(const Tensor& input, const Tensor& targets, Context& ctx,
+               LossStats& stats);
+  std::vector<Parameter*> params_;
+};
+
+struct MlpOptions {
+  int inputs = 784;
+  std::vector<int> hidden = {1024, 1024};
+  int classes = 10;
+  Act act = Act::kGelu;
+  float dropout = 0;
+};
+
+struct VitOptions {
+  int image_size = 28;
+  int channels = 1;
+  int patch = 7;
+  int dim = 128;
+  int depth = 4;
+  int heads = 4;
+  int mlp_dim = 512;
+  int classes = 10;
+  HeadPool pool = HeadPool::kCls;
+  float dropout = 0;
+  float init_std = 0.02f;
+};
+
+struct GptOptions {
+  int vocab = 256;
+  int seq_len = 128;
+  int dim = 256;
+  int depth = 4;
+  int heads = 4;
+  int mlp_dim = 1024;
+  float dropout = 0;
+  float init_std = 0.02f;
+};
+
+std::unique_ptr<Model> build_mlp(const MlpOptions& options, Builder& builder);
+std::unique_ptr<Model> build_vit(const VitOptions& options, Builder& builder);
+std::unique_ptr<Model> build_gpt(const GptOptions& options, Builder& builder);
+
+}  // namespace ndt

@@ -1,0 +1,31 @@
+// AdamW (Loshchilov & Hutter), as torch.optim.AdamW:
+//   p -= lr * wd * p                          (params with decay only)
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+// State: "<param>.exp_avg", "<param>.exp_avg_sq".
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace ndt {
+
+struct AdamWOptions {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<Parameter*> params, const AdamWOptions& options);
+  void step(float lr) override;
+  NamedState state() override;
+
+ private:
+  AdamWOptions options_;
+  std::vector<Tensor> m_;
+  std::vector<Tensor> v_;
+};
+
+}  // namespace ndt

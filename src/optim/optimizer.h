@@ -1,0 +1,40 @@
+// Optimizer interface and the shared pieces of every optimizer.
+//
+// An optimizer updates a fixed list of Parameters from their accumulated
+// grads. Its state (moments, momentum buffers, step count) is exported as
+// named tensors "<param name>.<state>" for checkpoints and imported back
+// exactly. Global norms are computed from each parameter's Layout
+// (grad_norm.h), so they stay right when later work shards parameters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace ndt {
+
+using NamedState = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Parameter*> params)
+      : params_(std::move(params)) {}
+  virtual ~Optimizer() = default;
+  // One update with learning rate `lr`; increments step().
+  virtual void step(float lr) = 0;
+  // State tensors by name; load_state() requires the same names and shapes.
+  virtual NamedState state() = 0;
+  void load_state(const NamedState& state, int64_t step);
+  int64_t step_count() const {
+    return step_;
+  }
+
+ protected:
+  std::vector<Parameter*> params_;
+  int64_t step_ = 0;
+};
+
+}  // namespace ndt

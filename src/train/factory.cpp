@@ -1,0 +1,97 @@
+#include "train/factory.h"
+
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+
+namespace ndt {
+
+std::unique_ptr<Model> make_model(const ModelConfig& c, Builder& builder) {
+  switch (c.kind) {
+    case ModelKind::kMlp: {
+      MlpOptions o;
+      o.inputs = c.channels * c.image_size * c.image_size;
+      o.hidden = c.hidden;
+      o.classes = c.num_classes;
+      o.act = c.activation == Activation::kGelu ? Act::kGelu : Act::kRelu;
+      o.dropout = c.dropout;
+      return build_mlp(o, builder);
+    }
+    case ModelKind::kVit: {
+      VitOptions o;
+      o.image_size = c.image_size;
+      o.channels = c.channels;
+      o.patch = c.patch;
+      o.dim = c.dim;
+      o.depth = c.depth;
+      o.heads = c.heads;
+      o.mlp_dim = c.mlp_dim;
+      o.classes = c.num_classes;
+      o.pool = c.pool == Pool::kCls ? HeadPool::kCls : HeadPool::kMean;
+      o.dropout = c.dropout;
+      o.init_std = c.init_std;
+      return build_vit(o, builder);
+    }
+    case ModelKind::kGpt: {
+      GptOptions o;
+      o.vocab = c.vocab;
+      o.seq_len = c.seq_len;
+      o.dim = c.dim;
+      o.depth = c.depth;
+      o.heads = c.heads;
+      o.mlp_dim = c.mlp_dim;
+      o.dropout = c.dropout;
+      o.init_std = c.init_std;
+      return build_gpt(o, builder);
+    }
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(
+    const OptimConfig& c,
+    std::vector<Parameter*> params) {
+  switch (c.name) {
+    case OptimKind::kSgd: {
+      SgdOptions o;
+      o.momentum = c.momentum;
+      o.nesterov = c.nesterov;
+      o.weight_decay = c.weight_decay;
+      return std::make_unique<Sgd>(std::move(params), o);
+    }
+    case OptimKind::kAdamw: {
+      AdamWOptions o;
+      o.beta1 = c.beta1;
+      o.beta2 = c.beta2;
+      o.eps = c.eps;
+      o.weight_decay = c.weight_decay;
+      return std::make_unique<AdamW>(std::move(params), o);
+    }
+  }
+  return nullptr;
+}
+
+LrScheduleOptions make_lr_schedule(const Config& c) {
+  LrScheduleOptions o;
+  o.lr = c.optim.lr;
+  switch (c.optim.schedule) {
+    case LrSchedule::kConstant:
+      o.decay = LrDecay::kConstant;
+      break;
+    case LrSchedule::kCosine:
+      o.decay = LrDecay::kCosine;
+      break;
+    case LrSchedule::kLinear:
+      o.decay = LrDecay::kLinear;
+      break;
+    case LrSchedule::kPolynomial:
+      o.decay = LrDecay::kPolynomial;
+      break;
+  }
+  o.warmup = c.optim.warmup_steps;
+  o.total = c.train.steps;
+  o.min_ratio = c.optim.min_lr_ratio;
+  o.power = c.optim.power;
+  return o;
+}
+
+}  // namespace ndt

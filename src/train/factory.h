@@ -1,0 +1,21 @@
+// Turns a validated Config into the objects a run needs: the model (through
+// a Builder), the optimizer and the learning-rate schedule.
+#pragma once
+
+#include <memory>
+
+#include "io/config.h"
+#include "nn/builder.h"
+#include "nn/model.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace ndt {
+
+std::unique_ptr<Model> make_model(const ModelConfig& config, Builder& builder);
+std::unique_ptr<Optimizer> make_optimizer(
+    const OptimConfig& config,
+    std::vector<Parameter*> params);
+LrScheduleOptions make_lr_schedule(const Config& config);
+
+}  // namespace ndt

@@ -1,0 +1,90 @@
+// Tensor storage, the caching allocator's reuse and accounting, and the
+// counter-based RNG's layout independence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "base/error.h"
+#include "tensor/memory.h"
+#include "tensor/rng.h"
+#include "tensor/tensor.h"
+
+namespace ndt {
+namespace {
+
+TEST(Tensor, ShapeViewCloneCopy) {
+  Tensor t = Tensor::zeros({2, 3, 4});
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.dim(-1), 4);
+  t.data()[5] = 7;
+  Tensor v = t.view({6, 4});
+  EXPECT_EQ(v.data()[5], 7);  // shares storage
+  Tensor c = t.clone(MemTag::kOther);
+  c.data()[5] = 1;
+  EXPECT_EQ(t.data()[5], 7);
+  t.copy_(c);
+  EXPECT_EQ(t.data()[5], 1);
+  EXPECT_THROW(t.view({5, 5}), Error);
+  Tensor i({3}, MemTag::kData, DType::kI32);
+  EXPECT_THROW(i.data(), Error);
+}
+
+TEST(Allocator, ReusesFreedBlocksAndTracksTags) {
+  memory_release_cached();
+  MemoryStats s0 = memory_stats();
+  { Tensor a({1 << 20}, MemTag::kActs); }  // 4 MiB, freed to the cache
+  MemoryStats s1 = memory_stats();
+  EXPECT_EQ(s1.fresh_allocs, s0.fresh_allocs + 1);
+  {
+    Tensor b({1 << 20}, MemTag::kGrads);  // same size: reused
+    MemoryStats s2 = memory_stats();
+    EXPECT_EQ(s2.fresh_allocs, s1.fresh_allocs);
+    EXPECT_EQ(s2.reused_allocs, s1.reused_allocs + 1);
+    int g = static_cast<int>(MemTag::kGrads);
+    EXPECT_EQ(s2.current_bytes[g] - s1.current_bytes[g], 4 << 20);
+    EXPECT_GE(s2.peak_bytes[g], s2.current_bytes[g]);
+  }
+  MemoryStats s3 = memory_stats();
+  EXPECT_EQ(s3.total_current_bytes, s0.total_current_bytes);
+  EXPECT_EQ(mem_tag_name(MemTag::kOptim), "optim");
+}
+
+TEST(Rng, PhiloxKnownAnswer) {
+  // Random123 known-answer test for philox4x32-10: counter and key all
+  // zeros -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8.
+  auto b = philox4x32(0, 0, 0);
+  EXPECT_EQ(b[0], 0x6627e8d5u);
+  EXPECT_EQ(b[1], 0xe169c58du);
+  EXPECT_EQ(b[2], 0xbc57ac4cu);
+  EXPECT_EQ(b[3], 0x9b00dbd8u);
+}
+
+// exact: a shard generated on its own equals the same slice of the whole.
+TEST(Rng, ShardsEqualSlicesOfTheWhole) {
+  uint64_t key = rng_key(7, "blocks.0.mlp.fc1.weight");
+  std::vector<float> whole(1000), part(250);
+  rng_fill_normal(whole.data(), 1000, key, 0, 0.0f, 0.02f);
+  rng_fill_normal(part.data(), 250, key, 500, 0.0f, 0.02f);
+  for (int i = 0; i < 250; ++i) EXPECT_EQ(part[i], whole[500 + i]);
+  EXPECT_NE(rng_key(7, "a"), rng_key(7, "b"));
+  EXPECT_NE(rng_key(7, "a"), rng_key(8, "a"));
+}
+
+TEST(Rng, NormalMoments) {
+  uint64_t key = rng_key(1, "moments");
+  double s = 0, s2 = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    double x = rng_normal(key, i);
+    s += x;
+    s2 += x * x;
+  }
+  EXPECT_NEAR(s / n, 0.0, 0.01);
+  EXPECT_NEAR(s2 / n, 1.0, 0.01);
+  double u = 0;
+  for (int i = 0; i < n; ++i) u += rng_uniform(key, i);
+  EXPECT_NEAR(u / n, 0.5, 0.005);
+}
+
+}  // namespace
+}  // namespace ndt

@@ -7,8 +7,6 @@
 namespace ndt {
 namespace {
 
-constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 constexpr int64_t kSyntheticEvalSize = 1024;
 
 }  // namespace
@@ -18,7 +16,7 @@ DataSource::DataSource(const Config& config) : config_(config) {
   const uint64_t seed = config.train.seed;
   switch (config.data.name) {
     case DatasetKind::kFashionMnist: {
-      std::string dir = path.empty() ? kFashionDir : path;
+      std::string dir = path.empty() ? kFashionMnistDir : path;
       train_images_ = load_fashion_mnist(dir, true);
       test_images_ = load_fashion_mnist(dir, false);
       sampler_ = std::make_unique<GlobalSampler>(train_images_->size(), seed);

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/error.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm.h"
 #include "optim/lr_schedule.h"

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# ndtrain vs PyTorch: full fp32 training-step time for the three benchmark
+# models (bench/configs/{mlp,vit,gpt}.yaml, mirrored by bench/pytorch_step.py)
+# at 1 and 2 threads. Every run is its own process with the same thread
+# environment. Prints the environment, the sgemm peak per thread count, a
+# table (ms per step, speedup, MFU) and, last, min_speedup_vs_pytorch=X.
+# Method: docs/benchmarks.md.
+#
+# Environment:
+#   NDT_SKIP_SETUP=1        do not run scripts/setup.sh (build/ndtrain must exist)
+#   NDT_BENCH_ITERS=20      timed steps per run (median reported)
+#   NDT_BENCH_WARMUP=5      untimed steps before them
+#   NDT_BENCH_MODELS="mlp vit gpt", NDT_BENCH_THREADS="1 2"   subsets, for quick checks
+#   NDT_BENCH_TIMEOUT=1800  seconds allowed per run
+#   NDTRAIN=build/ndtrain   the binary under test
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY=/usr/bin/python3
+NDTRAIN=${NDTRAIN:-build/ndtrain}
+ITERS=${NDT_BENCH_ITERS:-20}
+WARMUP=${NDT_BENCH_WARMUP:-5}
+MODELS=${NDT_BENCH_MODELS:-mlp vit gpt}
+THREADS=${NDT_BENCH_THREADS:-1 2}
+RUN_TIMEOUT=${NDT_BENCH_TIMEOUT:-1800}
+
+die() {
+  echo "vs_pytorch: error: $*" >&2
+  exit 1
+}
+
+have_torch() {
+  [[ -x $PY ]] && "$PY" -c 'import torch' >/dev/null 2>&1
+}
+
+# --- setup ------------------------------------------------------------------
+if [[ ${NDT_SKIP_SETUP:-0} != 1 ]]; then
+  [[ -x scripts/setup.sh ]] || die "scripts/setup.sh not found or not executable"
+  if have_torch; then
+    scripts/setup.sh || die "scripts/setup.sh failed"
+  else
+    echo "vs_pytorch: $PY cannot import torch; running scripts/setup.sh --bench (installs python3-torch)"
+    scripts/setup.sh --bench || die "scripts/setup.sh --bench failed"
+  fi
+fi
+have_torch || die "$PY cannot import torch: run 'scripts/setup.sh --bench' (apt-get install python3-torch)"
+[[ -x $NDTRAIN ]] || die "$NDTRAIN not found: run scripts/setup.sh (or unset NDT_SKIP_SETUP)"
+
+LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/ndt_vs_pytorch.XXXXXX")
+RESULTS=$LOGDIR/results.tsv
+: >"$RESULTS"
+echo "vs_pytorch: logs in $LOGDIR"
+
+# --- environment --------------------------------------------------------------
+echo "== environment"
+if [[ -n ${OPENBLAS_CORETYPE+x} ]]; then
+  echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (set)"
+else
+  echo "OPENBLAS_CORETYPE is not set (OpenBLAS picks its kernel from cpuid)"
+fi
+other=$(env | grep -E '^OPENBLAS_' | grep -vE '^OPENBLAS_(CORETYPE|NUM_THREADS)=' | tr '\n' ' ' || true)
+[[ -z $other ]] || echo "other OPENBLAS_* set (inherited by both sides): $other"
+echo "per run: OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N OMP_WAIT_POLICY=PASSIVE"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+if awk -v n="$(nproc)" '{exit !($1 > 0.5 * n)}' /proc/loadavg; then
+  echo "WARNING: the machine is busy (1-min load > half the cpus); timings will be noisy"
+fi
+echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)," \
+  "$(nproc) cpus online"
+echo "ndtrain: $NDTRAIN"
+ldd "$NDTRAIN" 2>/dev/null | grep -iE 'blas|lapack|gomp|omp' | sed 's/^[[:space:]]*/  /' || true
+# openblas_get_config / corename of a library loaded in a Python process.
+blas_info() {
+  "$PY" - "$@" <<'EOF' || true
+import ctypes, sys
+import_torch = sys.argv[1] == "torch"
+libs = []
+if import_torch:
+    import torch
+    with open("/proc/self/maps") as f:
+        libs = sorted({l.split()[-1] for l in f
+                       if "blas" in l.lower() and l.split()[-1].startswith("/")})
+    print(f"pytorch: torch {torch.__version__}, BLAS_INFO="
+          + next((s.split("=", 1)[1] for s in torch.__config__.show().replace(",", "\n").split("\n")
+                  if "BLAS_INFO" in s), "?"))
+else:
+    libs = sys.argv[2:]
+for path in libs:
+    info = path
+    try:
+        lib = ctypes.CDLL(path)
+        for fn in ("openblas_get_config", "openblas_get_corename"):
+            f = getattr(lib, fn, None)
+            if f is not None:
+                f.restype = ctypes.c_char_p
+                info += f" | {f().decode()}"
+    except OSError as e:
+        info += f" | (not loadable: {e})"
+    print("  " + info)
+EOF
+}
+mapfile -t nd_blas < <(ldd "$NDTRAIN" 2>/dev/null | awk '/blas/ && $3 ~ /^\// {print $3}')
+if ((${#nd_blas[@]})); then
+  echo "ndtrain BLAS:"
+  blas_info ndtrain "${nd_blas[@]}"
+fi
+blas_info torch
+
+# --- helpers ------------------------------------------------------------------
+# run_logged <log> <cmd...>: runs with the shared thread environment, output to
+# <log>; on failure prints the tail of the log and exits.
+run_logged() {
+  local log=$1 n=$2
+  shift 2
+  if ! env OMP_NUM_THREADS="$n" OPENBLAS_NUM_THREADS="$n" \
+      OMP_WAIT_POLICY=PASSIVE timeout "$RUN_TIMEOUT" "$@" >"$log" 2>&1; then
+    echo "---- tail of $log" >&2
+    tail -n 20 "$log" >&2
+    die "run failed: $*"
+  fi
+}
+
+# field <line> <key>: value of key=value in line (empty if absent).
+field() {
+  tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -1
+}
+
+is_number() {
+  [[ $1 =~ ^[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$ ]]
+}
+
+# --- sgemm peak -------------------------------------------------------------
+echo "== sgemm peak ($NDTRAIN peak)"
+declare -A PEAK
+for n in $THREADS; do
+  log=$LOGDIR/peak_t$n.log
+  run_logged "$log" "$n" "$NDTRAIN" peak --threads "$n"
+  line=$(grep -E '^peak_gflops=' "$log" | tail -1 || true)
+  [[ -n $line ]] || die "no 'peak_gflops=' line from '$NDTRAIN peak --threads $n' (log: $log)"
+  PEAK[$n]=$(field "$line" peak_gflops)
+  is_number "${PEAK[$n]}" || die "bad peak line: $line"
+  echo "threads=$n peak_gflops=${PEAK[$n]}"
+done
+
+# --- step timings -------------------------------------------------------------
+echo "== training steps (iters=$ITERS warmup=$WARMUP)"
+for m in $MODELS; do
+  cfg=bench/configs/$m.yaml
+  [[ -f $cfg ]] || die "missing $cfg"
+  for n in $THREADS; do
+    log=$LOGDIR/ndtrain_${m}_t$n.log
+    run_logged "$log" "$n" "$NDTRAIN" bench -c "$cfg" "train.threads=$n" \
+      --iters "$ITERS" --warmup "$WARMUP"
+    nd=$(grep -E '^bench ' "$log" | tail -1 || true)
+    [[ -n $nd ]] || die "no 'bench model=...' line from ndtrain $m threads=$n (log: $log)"
+    echo "$nd"
+    nd_ms=$(field "$nd" median_ms)
+    flops=$(field "$nd" flops_per_step)
+    [[ $(field "$nd" model) == "$m" && $(field "$nd" threads) == "$n" ]] \
+      || die "ndtrain line does not match model=$m threads=$n: $nd"
+    { is_number "$nd_ms" && is_number "$flops"; } || die "bad ndtrain line: $nd"
+
+    log=$LOGDIR/pytorch_${m}_t$n.log
+    run_logged "$log" "$n" "$PY" bench/pytorch_step.py --model "$m" \
+      --threads "$n" --iters "$ITERS" --warmup "$WARMUP"
+    pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
+    [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n (log: $log)"
+    echo "$pt"
+    pt_ms=$(field "$pt" median_ms)
+    [[ $(field "$pt" model) == "$m" && $(field "$pt" threads) == "$n" ]] \
+      || die "pytorch line does not match model=$m threads=$n: $pt"
+    is_number "$pt_ms" || die "bad pytorch line: $pt"
+
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "$nd_ms" "$pt_ms" "$flops" \
+      "${PEAK[$n]}" >>"$RESULTS"
+  done
+done
+
+# --- table ------------------------------------------------------------------
+echo "== results"
+"$PY" - "$RESULTS" <<'EOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+if not rows:
+    sys.exit("vs_pytorch: error: no results")
+hdr = ("model", "threads", "ndtrain_ms", "pytorch_ms", "speedup",
+       "ndtrain_mfu", "pytorch_mfu", "gflop/step")
+print("%-6s %7s %11s %11s %8s %12s %12s %10s" % hdr)
+speedups = []
+for m, n, nd_ms, pt_ms, flops, peak in rows:
+    nd_ms, pt_ms, flops, peak = map(float, (nd_ms, pt_ms, flops, peak))
+    if nd_ms <= 0 or pt_ms <= 0 or peak <= 0:
+        sys.exit(f"vs_pytorch: error: non-positive value in {m} threads={n}")
+    s = pt_ms / nd_ms
+    speedups.append(s)
+    mfu = lambda ms: flops / (ms / 1e3) / (peak * 1e9)
+    print("%-6s %7s %11.2f %11.2f %7.2fx %11.1f%% %11.1f%% %10.2f" % (
+        m, n, nd_ms, pt_ms, s, 100 * mfu(nd_ms), 100 * mfu(pt_ms), flops / 1e9))
+print("min_speedup_vs_pytorch=%.2f" % min(speedups))
+EOF

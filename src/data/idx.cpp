@@ -1,0 +1,211 @@
+#include "data/idx.h"
+
+#include <sys/mman.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "base/check.h"
+
+namespace ndt {
+namespace {
+
+// Larger than zlib's 8 KiB default: fewer read calls on 26 MB files.
+constexpr unsigned kGzBufferBytes = 1u << 18;
+// Payload is read in pieces so that a corrupt header claiming gigabytes
+// fails at end of stream instead of touching the claimed size up front.
+constexpr int64_t kReadChunkBytes = int64_t{1} << 24;
+// Payloads up to this size are reserved in one piece.
+constexpr int64_t kReserveBytes = int64_t{1} << 30;
+// No IDX file we read is near this; larger headers are corrupt.
+constexpr int64_t kMaxPayloadBytes = int64_t{1} << 34;
+
+class GzFile {
+ public:
+  explicit GzFile(const std::string& path)
+      : file_(gzopen(path.c_str(), "rb")) {}
+  ~GzFile() {
+    if (file_)
+      gzclose(file_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+  gzFile get() const {
+    return file_;
+  }
+
+ private:
+  gzFile file_;
+};
+
+// Asks the kernel to back [ptr, ptr + bytes) with 2 MiB pages where it
+// can: first touch of tens of MB of 4 KiB pages costs more than inflating
+// the data on these VMs. A hint only; failure changes nothing.
+void advise_huge_pages(void* ptr, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
+  const uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(ptr) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(kHuge - 1);
+  if (end > begin) {
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  }
+}
+
+std::string where(const std::string& path) {
+  return "IDX file " + path + ": ";
+}
+
+// Reads up to n bytes; returns the count read. Throws when zlib reports an
+// error (truncated stream, bad data, bad CRC), so a short count afterwards
+// means a clean end of the decompressed data.
+int64_t read_some(const std::string& path, gzFile gz, uint8_t* buf, int64_t n) {
+  int64_t done = 0;
+  while (done < n) {
+    unsigned want =
+        static_cast<unsigned>(std::min<int64_t>(n - done, kReadChunkBytes));
+    int got = gzread(gz, buf + done, want);
+    int errnum = Z_OK;
+    const char* msg = gzerror(gz, &errnum);
+    NDT_CHECK(
+        got >= 0 && errnum == Z_OK,
+        DataError,
+        where(path),
+        "truncated or corrupt gzip stream (zlib: ",
+        msg,
+        ")");
+    if (got == 0)
+      break;
+    done += got;
+  }
+  return done;
+}
+
+}  // namespace
+
+IdxArray read_idx_gz(
+    const std::string& path, int expected_magic_type, int expected_ndims) {
+  NDT_ASSERT(
+      expected_magic_type == kIdxUbyte,
+      "read_idx_gz supports only ubyte (0x08), asked for ",
+      expected_magic_type);
+  NDT_ASSERT(expected_ndims >= 1 && expected_ndims <= 255);
+  std::error_code ec;
+  NDT_CHECK(
+      std::filesystem::is_regular_file(path, ec),
+      DataError,
+      where(path),
+      "no such file or not a regular file (expected gzip-compressed IDX)");
+  GzFile file(path);
+  gzFile gz = file.get();
+  NDT_CHECK(
+      gz != nullptr,
+      DataError,
+      where(path),
+      "cannot open: ",
+      std::strerror(errno));
+  gzbuffer(gz, kGzBufferBytes);
+  NDT_CHECK(
+      gzdirect(gz) == 0,
+      DataError,
+      where(path),
+      "not a gzip file (expected gzip-compressed IDX data)");
+
+  uint8_t magic[4];
+  int64_t got = read_some(path, gz, magic, 4);
+  NDT_CHECK(
+      got == 4,
+      DataError,
+      where(path),
+      "file ends inside the 4-byte magic (decompressed size ",
+      got,
+      ")");
+  int type = magic[2];
+  int ndims = magic[3];
+  NDT_CHECK(
+      magic[0] == 0 && magic[1] == 0 && type == expected_magic_type &&
+          ndims == expected_ndims,
+      DataError,
+      where(path),
+      "wrong magic: bytes ",
+      int(magic[0]),
+      " ",
+      int(magic[1]),
+      " ",
+      type,
+      " ",
+      ndims,
+      ", expected 0 0 ",
+      expected_magic_type,
+      " ",
+      expected_ndims,
+      " (element type ",
+      expected_magic_type,
+      ", ",
+      expected_ndims,
+      " dims)");
+
+  IdxArray out;
+  std::vector<uint8_t> header(4 * static_cast<size_t>(ndims));
+  got = read_some(path, gz, header.data(), 4 * ndims);
+  NDT_CHECK(
+      got == 4 * ndims,
+      DataError,
+      where(path),
+      "file ends inside the header (expected ",
+      ndims,
+      " big-endian uint32 dims)");
+  int64_t total = 1;
+  for (int i = 0; i < ndims; ++i) {
+    const uint8_t* p = header.data() + 4 * i;
+    int64_t d = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) |
+                (int64_t{p[2]} << 8) | int64_t{p[3]};
+    out.dims.push_back(d);
+    total *= d;
+    NDT_CHECK(
+        total <= kMaxPayloadBytes,
+        DataError,
+        where(path),
+        "header dims imply an implausible payload (> ",
+        kMaxPayloadBytes,
+        " bytes)");
+  }
+
+  // Plausible sizes are reserved up front (virtual memory only); larger
+  // claims grow chunk by chunk as data actually arrives.
+  if (total <= kReserveBytes) {
+    out.data.reserve(static_cast<size_t>(total));
+    advise_huge_pages(out.data.data(), static_cast<size_t>(total));
+  }
+  int64_t done = 0;
+  while (done < total) {
+    int64_t n = std::min(kReadChunkBytes, total - done);
+    out.data.resize(static_cast<size_t>(done + n));
+    int64_t r = read_some(path, gz, out.data.data() + done, n);
+    done += r;
+    if (r < n)
+      break;
+  }
+  NDT_CHECK(
+      done == total,
+      DataError,
+      where(path),
+      "size mismatch: header dims promise ",
+      total,
+      " payload bytes, file has ",
+      done);
+  uint8_t extra;
+  NDT_CHECK(
+      read_some(path, gz, &extra, 1) == 0,
+      DataError,
+      where(path),
+      "trailing garbage after the ",
+      total,
+      " payload bytes the header promises");
+  return out;
+}
+
+}  // namespace ndt

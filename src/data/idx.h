@@ -1,0 +1,33 @@
+// Reader for the IDX format (MNIST and Fashion-MNIST) stored as .gz files.
+//
+// An IDX file is a 4-byte magic (0, 0, element type, number of dims), the
+// dims as big-endian uint32, then the elements in row-major order. Only the
+// raw bytes are returned; callers interpret them (fashion_mnist.cpp turns
+// them into tensors). Every malformed input is a DataError naming the file
+// and what was expected; nothing here guesses or repairs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ndt {
+
+// IDX element type code for unsigned bytes.
+constexpr int kIdxUbyte = 0x08;
+
+// A decoded IDX file: its dims and the raw element bytes (row-major).
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+
+// Reads the gzip-compressed IDX file at `path`. Throws DataError naming the
+// file when it is missing, not gzip, truncated or corrupt, when the magic's
+// element type is not `expected_magic_type` (e.g. kIdxUbyte) or its dim
+// count is not `expected_ndims`, when the payload is shorter than the header
+// says, or when bytes follow the payload. Only ubyte is supported.
+IdxArray read_idx_gz(
+    const std::string& path, int expected_magic_type, int expected_ndims);
+
+}  // namespace ndt

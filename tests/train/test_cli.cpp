@@ -1,0 +1,111 @@
+// The ndtrain binary's error paths: each bad input gives one clear message
+// on stderr naming what is wrong, a non-zero exit, and nothing half written.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result ndtrain(const std::string& args) {
+  std::string cmd = std::string(NDT_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() /
+               ("ndt_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+std::string cfg(const std::string& name) {
+  return std::string(NDT_SOURCE_DIR) + "/configs/" + name;
+}
+
+TEST(Cli, UnknownKeyNamesTheKey) {
+  std::string dir = temp_dir("unknown");
+  Result r = ndtrain("train -c " + cfg("fashion_mlp.yaml") +
+                     " optim.lrr=0.1 run.dir=" + dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optim.lrr"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir));  // nothing written
+}
+
+TEST(Cli, OutOfRangeAndWrongType) {
+  Result r = ndtrain("train -c " + cfg("fashion_mlp.yaml") + " train.steps=-5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("train.steps"), std::string::npos) << r.output;
+  r = ndtrain("train -c " + cfg("fashion_mlp.yaml") + " optim.lr=fast");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("optim.lr"), std::string::npos) << r.output;
+}
+
+TEST(Cli, MissingConfigFileAndUsage) {
+  Result r = ndtrain("train -c /nonexistent/x.yaml");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/x.yaml"), std::string::npos);
+  r = ndtrain("frobnicate");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("usage"), std::string::npos);
+}
+
+TEST(Cli, MissingDataNamesTheFile) {
+  std::string dir = temp_dir("nodata");
+  Result r = ndtrain("train -c " + cfg("fashion_mlp.yaml") +
+                     " data.path=/nonexistent/fmnist run.dir=" + dir);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(Cli, CorruptCheckpointIsRejectedClearly) {
+  std::string dir = temp_dir("corrupt");
+  std::string base = "train -c " + cfg("fashion_mlp.yaml") +
+                     " model.hidden=[32] train.steps=2 train.batch_size=16"
+                     " optim.warmup_steps=0"
+                     " train.eval_samples=64 run.dir=" + dir;
+  Result ok = ndtrain(base);
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  std::string ck = dir + "/checkpoints/step-2";
+  ASSERT_TRUE(fs::exists(ck + "/model.safetensors")) << ok.output;
+  // Truncate the model file.
+  fs::resize_file(ck + "/model.safetensors",
+                  fs::file_size(ck + "/model.safetensors") / 2);
+  Result bad = ndtrain(base + " train.steps=4 train.resume=" + ck);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("model.safetensors"), std::string::npos)
+      << bad.output;
+  EXPECT_EQ(bad.output.find("step 3/4"), std::string::npos);  // no training
+  // A model that does not match the checkpoint.
+  Result ok2 = ndtrain(base + " run.dir=" + dir + "2");
+  ASSERT_EQ(ok2.code, 0);
+  Result mismatch = ndtrain(base + " model.hidden=[48] train.steps=4 "
+                            "train.resume=" + dir + "2/checkpoints/step-2");
+  EXPECT_EQ(mismatch.code, 1);
+  EXPECT_NE(mismatch.output.find("model"), std::string::npos);
+  fs::remove_all(dir);
+  fs::remove_all(dir + "2");
+}
+
+}  // namespace

@@ -1,0 +1,386 @@
+#include "io/checkpoint.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "base/check.h"
+#include "io/atomic_file.h"
+
+namespace ndt {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kManifestFile = "manifest.json";
+constexpr std::string_view kStepPrefix = "step-";
+
+// N for a directory named exactly "step-<N>" (decimal, no sign, no leading
+// zeros, fits int64); nullopt for anything else, including temp dirs.
+std::optional<int64_t> parse_step_name(std::string_view name) {
+  if (name.substr(0, kStepPrefix.size()) != kStepPrefix)
+    return std::nullopt;
+  std::string_view digits = name.substr(kStepPrefix.size());
+  if (digits.empty() || (digits.size() > 1 && digits[0] == '0')) {
+    return std::nullopt;
+  }
+  for (char c : digits) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+  }
+  int64_t step = 0;
+  auto [ptr, ec] =
+      std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) {
+    return std::nullopt;
+  }
+  return step;
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+struct FileSum {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+// Writes `tensors` to `path`; errors name `final_path`, where the file
+// will be once its directory is renamed.
+FileSum write_tensor_file(
+    const std::string& path,
+    const std::string& final_path,
+    const std::vector<NamedTensor>& tensors) {
+  FileWriter out(path);
+  write_safetensors_to(out, final_path, tensors, {});
+  out.sync_and_close();
+  return {out.bytes(), out.crc32()};
+}
+
+// zlib crc32 of a whole file, read in 1 MiB chunks.
+uint32_t file_crc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  NDT_CHECK(in, CheckpointError, "cannot open checkpoint file ", path);
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  std::vector<char> buf(size_t{1} << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    std::streamsize n = in.gcount();
+    if (n > 0) {
+      crc = ::crc32(
+          crc,
+          reinterpret_cast<const Bytef*>(buf.data()),
+          static_cast<uInt>(n));
+    }
+  }
+  NDT_CHECK(in.eof(), CheckpointError, "read error in checkpoint file ", path);
+  return static_cast<uint32_t>(crc);
+}
+
+// Verifies one file listed in the manifest's "files" against its entry.
+void verify_file(
+    const std::string& dir, const std::string& name, const json& entry) {
+  std::string manifest_path = join(dir, kManifestFile);
+  NDT_CHECK(
+      !name.empty() && name != "." && name != ".." &&
+          name.find('/') == std::string::npos && name != kManifestFile,
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      " lists an invalid file name '",
+      name,
+      "'");
+  NDT_CHECK(
+      entry.is_object() && entry.contains("bytes") &&
+          entry["bytes"].is_number_unsigned() && entry.contains("crc32") &&
+          entry["crc32"].is_number_unsigned() &&
+          entry["crc32"].get<uint64_t>() <= 0xffffffffull,
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      ": files[\"",
+      name,
+      "\"] is ",
+      entry.dump(),
+      ", expected {\"bytes\": n, \"crc32\": c}");
+  uint64_t want_bytes = entry["bytes"].get<uint64_t>();
+  uint64_t want_crc = entry["crc32"].get<uint64_t>();
+
+  std::string path = join(dir, name);
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  NDT_CHECK(
+      fs::exists(status),
+      CheckpointError,
+      "checkpoint ",
+      path,
+      " is missing (listed in ",
+      kManifestFile,
+      ")");
+  NDT_CHECK(
+      fs::is_regular_file(status),
+      CheckpointError,
+      "checkpoint ",
+      path,
+      " is not a regular file");
+  uint64_t bytes = fs::file_size(path, ec);
+  NDT_CHECK(
+      !ec,
+      CheckpointError,
+      "cannot get the size of checkpoint ",
+      path,
+      ": ",
+      ec.message());
+  NDT_CHECK(
+      bytes >= want_bytes,
+      CheckpointError,
+      "checkpoint ",
+      path,
+      " is truncated: ",
+      bytes,
+      " bytes, manifest says ",
+      want_bytes);
+  NDT_CHECK(
+      bytes == want_bytes,
+      CheckpointError,
+      "checkpoint ",
+      path,
+      " is corrupt: ",
+      bytes,
+      " bytes, manifest says ",
+      want_bytes);
+  uint32_t crc = file_crc32(path);
+  NDT_CHECK(
+      crc == want_crc,
+      CheckpointError,
+      "checkpoint ",
+      path,
+      " is corrupt: crc32 mismatch (expected ",
+      want_crc,
+      ", found ",
+      crc,
+      ")");
+}
+
+}  // namespace
+
+std::string save_checkpoint(
+    const std::string& root, int64_t step, const Checkpoint& ckpt) {
+  NDT_CHECK(
+      step >= 0,
+      CheckpointError,
+      "cannot save checkpoint under ",
+      root,
+      ": step ",
+      step,
+      " is negative");
+  json manifest = ckpt.manifest.is_null() ? json::object() : ckpt.manifest;
+  NDT_CHECK(
+      manifest.is_object(),
+      CheckpointError,
+      "cannot save checkpoint under ",
+      root,
+      ": manifest must be a JSON object, got ",
+      manifest.type_name());
+
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  NDT_CHECK(
+      !ec,
+      Error,
+      "cannot create checkpoint directory ",
+      root,
+      ": ",
+      ec.message());
+  std::string final_dir = join(root, detail::str_cat(kStepPrefix, step));
+  // Hidden and not named step-<N>: list_checkpoints() never reports it.
+  std::string tmp_dir = temp_path_for(final_dir);
+  // Same name means a save by a dead process with our pid: stale.
+  remove_quietly(tmp_dir);
+  fs::create_directory(tmp_dir, ec);
+  NDT_CHECK(
+      !ec,
+      Error,
+      "cannot create temp checkpoint directory ",
+      tmp_dir,
+      ": ",
+      ec.message());
+
+  try {
+    json files = json::object();
+    for (const auto& [name, tensors] :
+         {std::pair{kModelFile, &ckpt.model},
+          std::pair{kOptimizerFile, &ckpt.optimizer}}) {
+      FileSum sum = write_tensor_file(
+          join(tmp_dir, name), join(final_dir, name), *tensors);
+      files[name] = {{"bytes", sum.bytes}, {"crc32", sum.crc32}};
+    }
+    manifest["format"] = kCheckpointFormat;
+    manifest["step"] = step;
+    manifest["files"] = files;
+    // The manifest is written last: a directory holding one is complete.
+    std::string text = manifest.dump(2) + "\n";
+    FileWriter out(join(tmp_dir, kManifestFile));
+    out.write(text.data(), text.size());
+    out.sync_and_close();
+    fsync_dir(tmp_dir);
+    rename_replacing(tmp_dir, final_dir);
+  } catch (...) {
+    remove_quietly(tmp_dir);
+    throw;
+  }
+  return final_dir;
+}
+
+Checkpoint load_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  NDT_CHECK(
+      fs::is_directory(dir, ec),
+      CheckpointError,
+      "checkpoint directory ",
+      dir,
+      fs::exists(dir, ec) ? " is not a directory" : " does not exist");
+  std::string manifest_path = join(dir, kManifestFile);
+  NDT_CHECK(
+      fs::exists(manifest_path, ec),
+      CheckpointError,
+      "checkpoint ",
+      dir,
+      " is incomplete or not a checkpoint: ",
+      kManifestFile,
+      " is missing");
+
+  Checkpoint ckpt;
+  {
+    std::ifstream in(manifest_path, std::ios::binary);
+    NDT_CHECK(in, CheckpointError, "cannot open checkpoint ", manifest_path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+      ckpt.manifest = json::parse(text.str());
+    } catch (const json::exception& e) {
+      throw CheckpointError(detail::str_cat(
+          "checkpoint ", manifest_path, " is not valid JSON (", e.what(), ")"));
+    }
+  }
+  const json& m = ckpt.manifest;
+  NDT_CHECK(
+      m.is_object(),
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      " is not a JSON object");
+  NDT_CHECK(
+      m.contains("format") && m["format"].is_string() &&
+          m["format"].get<std::string>() == kCheckpointFormat,
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      " has format ",
+      m.contains("format") ? m["format"].dump() : std::string("(missing)"),
+      ", expected \"",
+      kCheckpointFormat,
+      "\"");
+  NDT_CHECK(
+      m.contains("step") && m["step"].is_number_integer(),
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      " has no integer \"step\"");
+  fs::path dir_path(dir);
+  if (!dir_path.has_filename())
+    dir_path = dir_path.parent_path();
+  std::optional<int64_t> dir_step =
+      parse_step_name(dir_path.filename().string());
+  NDT_CHECK(
+      !dir_step || *dir_step == m["step"].get<int64_t>(),
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      " says step ",
+      m["step"].dump(),
+      " but the directory is step-",
+      dir_step.value_or(0));
+  NDT_CHECK(
+      m.contains("files") && m["files"].is_object(),
+      CheckpointError,
+      "checkpoint ",
+      manifest_path,
+      " has no \"files\" object");
+  for (const char* name : {kModelFile, kOptimizerFile}) {
+    NDT_CHECK(
+        m["files"].contains(name),
+        CheckpointError,
+        "checkpoint ",
+        manifest_path,
+        " does not list ",
+        name,
+        " in \"files\"");
+  }
+  // Every listed file is checked before any is parsed.
+  for (const auto& [name, entry] : m["files"].items()) {
+    verify_file(dir, name, entry);
+  }
+  ckpt.model = read_safetensors(join(dir, kModelFile)).tensors;
+  ckpt.optimizer = read_safetensors(join(dir, kOptimizerFile)).tensors;
+  return ckpt;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& root) {
+  std::error_code ec;
+  if (!fs::exists(root, ec))
+    return {};
+  NDT_CHECK(
+      fs::is_directory(root, ec),
+      CheckpointError,
+      "checkpoint root ",
+      root,
+      " is not a directory");
+  std::vector<std::pair<int64_t, std::string>> found;
+  fs::directory_iterator it(root, ec);
+  NDT_CHECK(
+      !ec,
+      CheckpointError,
+      "cannot list checkpoint root ",
+      root,
+      ": ",
+      ec.message());
+  for (const auto& entry : it) {
+    std::optional<int64_t> step =
+        parse_step_name(entry.path().filename().string());
+    if (step && entry.is_directory(ec)) {
+      found.emplace_back(*step, entry.path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  paths.reserve(found.size());
+  for (auto& [step, path] : found)
+    paths.push_back(std::move(path));
+  return paths;
+}
+
+std::string latest_checkpoint(const std::string& root) {
+  std::vector<std::string> all = list_checkpoints(root);
+  return all.empty() ? std::string() : all.back();
+}
+
+}  // namespace ndt

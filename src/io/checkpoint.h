@@ -1,0 +1,55 @@
+// Checkpoint directories: <root>/step-<N>/ holding model.safetensors,
+// optimizer.safetensors and manifest.json.
+//
+// Saving is atomic at the directory level: everything is built in a hidden
+// <root>/.step-<N>.tmp-<pid>/, fsync()ed, then renamed to step-<N>, so a
+// crash never leaves a step directory that looks complete (DESIGN.md
+// principle 8). The manifest records each file's size and zlib crc32;
+// loading verifies them before parsing, so truncation and bit rot are
+// reported by file name. This file moves tensors as given: naming,
+// gathering and resharding by Layout belong to the caller.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace ndt {
+
+inline constexpr const char* kCheckpointFormat = "ndtrain-checkpoint-v1";
+
+struct Checkpoint {
+  // Written as manifest.json: a JSON object (null counts as {}). On save,
+  // "format", "step" and "files" are set (replacing any caller values);
+  // "files" maps each safetensors file name to {"bytes": n, "crc32": c}.
+  nlohmann::json manifest;
+  std::vector<NamedTensor> model;      // "model.safetensors"
+  std::vector<NamedTensor> optimizer;  // "optimizer.safetensors"
+};
+
+// Writes <root>/step-<step>/ atomically (creating <root> if needed) and
+// returns its path. An existing step-<step> is replaced: readers see the
+// old or the new directory, never a mixture. Throws CheckpointError on bad
+// input (negative step, bad tensor names, non-object manifest) and
+// ndt::Error on I/O failure; the temp directory is removed on failure.
+std::string save_checkpoint(
+    const std::string& root, int64_t step, const Checkpoint& ckpt);
+
+// Loads a step directory written by save_checkpoint. Checks that
+// manifest.json exists and is valid JSON with the right format tag and a
+// step matching the directory name, then each listed file's size and crc32,
+// then parses the safetensors files. Throws CheckpointError naming the
+// file and the problem.
+Checkpoint load_checkpoint(const std::string& dir);
+
+// Paths of the step-<N> directories under `root`, sorted by N. Temp
+// directories of unfinished saves are ignored; a missing root gives {}.
+std::vector<std::string> list_checkpoints(const std::string& root);
+
+// The last entry of list_checkpoints(root), or "" if there is none.
+std::string latest_checkpoint(const std::string& root);
+
+}  // namespace ndt

@@ -1,0 +1,543 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <system_error>
+
+#include "base/check.h"
+#include "io/atomic_file.h"
+
+namespace ndt {
+namespace {
+
+using nlohmann::json;
+
+// Tensor bytes are copied to and from the file as they are in memory.
+static_assert(
+    std::endian::native == std::endian::little,
+    "safetensors data is little-endian; add byte swapping for this host");
+
+// Same cap as the reference implementation: a larger header is garbage, and
+// the cap bounds what a corrupt length field can make us allocate.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kElemBytes = 4;  // F32 and I32
+
+const char* dtype_name(DType dtype) {
+  return dtype == DType::kF32 ? "F32" : "I32";
+}
+
+const void* tensor_bytes(const Tensor& t) {
+  return t.dtype() == DType::kF32 ? static_cast<const void*>(t.data())
+                                  : static_cast<const void*>(t.data_i32());
+}
+
+void* tensor_bytes(Tensor& t) {
+  return t.dtype() == DType::kF32 ? static_cast<void*>(t.data())
+                                  : static_cast<void*>(t.data_i32());
+}
+
+// Closes a file descriptor on scope exit.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+// Reads exactly `bytes` bytes at `offset`; false on a short read.
+bool pread_all(int fd, void* dst, uint64_t bytes, uint64_t offset, int* err) {
+  auto* p = static_cast<unsigned char*>(dst);
+  while (bytes > 0) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(bytes, 1ull << 30));
+    ssize_t n = ::pread(fd, p, chunk, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      *err = n < 0 ? errno : 0;
+      return false;
+    }
+    p += n;
+    bytes -= static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+// One validated header entry.
+struct Entry {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// Builds "safetensors file <path> is invalid: <what>" errors.
+class Invalid {
+ public:
+  explicit Invalid(const std::string& path) : path_(path) {}
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    throw CheckpointError(
+        detail::str_cat("safetensors file ", path_, " is invalid: ", args...));
+  }
+
+ private:
+  const std::string& path_;
+};
+
+// Parses the header, rejecting duplicate keys (nlohmann keeps the last one
+// silently, which would hide a duplicated tensor name).
+json parse_header(const std::string& text, const Invalid& invalid) {
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::string dup;
+  size_t dup_level = 0;
+  json::parser_callback_t cb = [&](int /*depth*/,
+                                   json::parse_event_t event,
+                                   json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!keys.empty())
+          keys.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        auto key = parsed.get<std::string>();
+        if (!keys.empty() && !keys.back().insert(key).second && dup.empty()) {
+          dup = key;
+          dup_level = keys.size();
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  // nlohmann stops at a NUL byte as if at the end of input; anything after
+  // it would be silently ignored.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    invalid.fail("header holds a NUL byte at offset ", nul);
+  }
+  json header;
+  try {
+    header = json::parse(text, cb);
+  } catch (const json::exception& e) {
+    invalid.fail("header is not valid JSON (", e.what(), ")");
+  }
+  if (!dup.empty()) {
+    if (dup_level == 1)
+      invalid.fail("duplicate tensor name '", dup, "'");
+    invalid.fail("duplicate key '", dup, "' in the header");
+  }
+  if (!header.is_object()) {
+    invalid.fail("header is not a JSON object but ", header.type_name());
+  }
+  return header;
+}
+
+// Reads a non-negative integer that fits in int64.
+bool get_size(const json& v, uint64_t* out) {
+  if (!v.is_number_unsigned())
+    return false;
+  uint64_t x = v.get<uint64_t>();
+  if (x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+Entry parse_entry(
+    const std::string& name,
+    const json& v,
+    uint64_t buffer_bytes,
+    const Invalid& invalid) {
+  Entry e;
+  e.name = name;
+  if (!v.is_object()) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': entry is ",
+        v.type_name(),
+        ", expected an object with dtype, shape, data_offsets");
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!v.contains(field)) {
+      invalid.fail("tensor '", name, "' has no \"", field, "\"");
+    }
+  }
+
+  const json& dtype = v["dtype"];
+  if (!dtype.is_string()) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': dtype is ",
+        dtype.type_name(),
+        ", expected a string");
+  }
+  const auto& dtype_str = dtype.get_ref<const std::string&>();
+  if (dtype_str == "F32") {
+    e.dtype = DType::kF32;
+  } else if (dtype_str == "I32") {
+    e.dtype = DType::kI32;
+  } else {
+    invalid.fail(
+        "tensor '",
+        name,
+        "' has unsupported dtype '",
+        dtype_str,
+        "' (supported: F32, I32)");
+  }
+
+  const json& shape = v["shape"];
+  if (!shape.is_array()) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': shape is ",
+        shape.type_name(),
+        ", expected an array of non-negative integers");
+  }
+  // Product of the non-zero dims, so that shape_numel() cannot overflow.
+  uint64_t nonzero_product = 1;
+  bool has_zero = false;
+  for (const json& d : shape) {
+    uint64_t dim = 0;
+    if (!get_size(d, &dim)) {
+      invalid.fail(
+          "tensor '",
+          name,
+          "': shape ",
+          shape.dump(),
+          " holds ",
+          d.dump(),
+          ", not a non-negative integer");
+    }
+    e.shape.push_back(static_cast<int64_t>(dim));
+    if (dim == 0) {
+      has_zero = true;
+    } else if (
+        __builtin_mul_overflow(nonzero_product, dim, &nonzero_product) ||
+        nonzero_product >
+            static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
+                kElemBytes) {
+      invalid.fail(
+          "tensor '", name, "': shape ", shape.dump(), " is too large");
+    }
+  }
+  uint64_t need_bytes = has_zero ? 0 : nonzero_product * kElemBytes;
+
+  const json& offsets = v["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 ||
+      !get_size(offsets[0], &e.begin) || !get_size(offsets[1], &e.end)) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': data_offsets ",
+        offsets.dump(),
+        " is not a pair [begin, end] of non-negative integers");
+  }
+  if (e.begin > e.end) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': data_offsets [",
+        e.begin,
+        ", ",
+        e.end,
+        "] has begin after end");
+  }
+  if (e.end > buffer_bytes) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': data_offsets [",
+        e.begin,
+        ", ",
+        e.end,
+        "] out of range: the data buffer has ",
+        buffer_bytes,
+        " bytes");
+  }
+  if (e.end - e.begin != need_bytes) {
+    invalid.fail(
+        "tensor '",
+        name,
+        "': shape ",
+        shape_str(e.shape),
+        " of ",
+        dtype_str,
+        " needs ",
+        need_bytes,
+        " bytes but data_offsets [",
+        e.begin,
+        ", ",
+        e.end,
+        "] span ",
+        e.end - e.begin);
+  }
+  return e;
+}
+
+void parse_metadata(
+    const json& v,
+    std::map<std::string, std::string>* out,
+    const Invalid& invalid) {
+  if (!v.is_object()) {
+    invalid.fail(
+        "__metadata__ is ", v.type_name(), ", expected an object of strings");
+  }
+  for (const auto& [key, value] : v.items()) {
+    if (!value.is_string()) {
+      invalid.fail(
+          "__metadata__ value for '",
+          key,
+          "' is ",
+          value.type_name(),
+          ", expected a string");
+    }
+    (*out)[key] = value.get<std::string>();
+  }
+}
+
+}  // namespace
+
+const Tensor* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& nt : tensors) {
+    if (nt.name == name)
+      return &nt.tensor;
+  }
+  return nullptr;
+}
+
+void write_safetensors_to(
+    FileWriter& out,
+    const std::string& path,
+    const std::vector<NamedTensor>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& nt : tensors) {
+    NDT_CHECK(
+        !nt.name.empty() && nt.name != "__metadata__",
+        CheckpointError,
+        "cannot write ",
+        path,
+        ": invalid tensor name '",
+        nt.name,
+        "'");
+    NDT_CHECK(
+        names.insert(nt.name).second,
+        CheckpointError,
+        "cannot write ",
+        path,
+        ": duplicate tensor name '",
+        nt.name,
+        "'");
+    NDT_CHECK(
+        nt.tensor.defined(),
+        CheckpointError,
+        "cannot write ",
+        path,
+        ": tensor '",
+        nt.name,
+        "' is undefined");
+    uint64_t bytes = static_cast<uint64_t>(nt.tensor.numel()) * kElemBytes;
+    header[nt.name] = {
+        {"dtype", dtype_name(nt.tensor.dtype())},
+        {"shape", nt.tensor.shape()},
+        {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(detail::str_cat(
+        "cannot write ",
+        path,
+        ": a tensor name or metadata string is not valid UTF-8 (",
+        e.what(),
+        ")"));
+  }
+  // Pad with spaces so the data buffer starts 8-byte aligned.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t n = text.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<unsigned char>(n >> (8 * i));
+  out.write(len, sizeof(len));
+  out.write(text.data(), text.size());
+  for (const auto& nt : tensors) {
+    if (nt.tensor.numel() == 0)
+      continue;
+    out.write(
+        tensor_bytes(nt.tensor),
+        static_cast<size_t>(nt.tensor.numel()) * kElemBytes);
+  }
+}
+
+void write_safetensors(
+    const std::string& path,
+    const std::vector<NamedTensor>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, [&](FileWriter& out) {
+    write_safetensors_to(out, path, tensors, metadata);
+  });
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  Invalid invalid(path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    NDT_CHECK(
+        err != ENOENT,
+        CheckpointError,
+        "safetensors file ",
+        path,
+        " does not exist");
+    throw CheckpointError(detail::str_cat(
+        "cannot open safetensors file ",
+        path,
+        ": ",
+        std::system_category().message(err)));
+  }
+  FdCloser closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    invalid.fail("not a regular file");
+  }
+  uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+  int err = 0;
+  auto read_or_fail = [&](void* dst, uint64_t bytes, uint64_t offset) {
+    if (!pread_all(fd, dst, bytes, offset, &err)) {
+      invalid.fail(
+          "read of ",
+          bytes,
+          " bytes at offset ",
+          offset,
+          " failed: ",
+          err ? std::system_category().message(err) : "unexpected end of file");
+    }
+  };
+
+  if (file_bytes < 8) {
+    invalid.fail(
+        "the file has ",
+        file_bytes,
+        " bytes, shorter than the 8-byte header length");
+  }
+  unsigned char len[8];
+  read_or_fail(len, 8, 0);
+  uint64_t header_bytes = 0;
+  for (int i = 0; i < 8; ++i)
+    header_bytes |= uint64_t{len[i]} << (8 * i);
+  if (header_bytes > file_bytes - 8) {
+    invalid.fail(
+        "header length ",
+        header_bytes,
+        " is larger than the file (",
+        file_bytes,
+        " bytes)");
+  }
+  if (header_bytes > kMaxHeaderBytes) {
+    invalid.fail(
+        "header length ",
+        header_bytes,
+        " exceeds the limit of ",
+        kMaxHeaderBytes,
+        " bytes");
+  }
+  std::string text(header_bytes, '\0');
+  read_or_fail(text.data(), header_bytes, 8);
+  json header = parse_header(text, invalid);
+
+  uint64_t data_start = 8 + header_bytes;
+  uint64_t buffer_bytes = file_bytes - data_start;
+  SafetensorsFile result;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      parse_metadata(value, &result.metadata, invalid);
+    } else {
+      entries.push_back(parse_entry(name, value, buffer_bytes, invalid));
+    }
+  }
+
+  // The entries, in offset order, must tile the buffer exactly.
+  std::stable_sort(
+      entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+      });
+  uint64_t covered = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < covered) {
+      invalid.fail(
+          "tensor '",
+          e.name,
+          "' data_offsets [",
+          e.begin,
+          ", ",
+          e.end,
+          "] overlap tensor '",
+          prev->name,
+          "' [",
+          prev->begin,
+          ", ",
+          prev->end,
+          "]");
+    }
+    if (e.begin > covered) {
+      invalid.fail(
+          "gap of ",
+          e.begin - covered,
+          " unused bytes in the data buffer before tensor '",
+          e.name,
+          "' (offset ",
+          covered,
+          ")");
+    }
+    covered = e.end;
+    prev = &e;
+  }
+  if (covered != buffer_bytes) {
+    invalid.fail(
+        "tensors cover ",
+        covered,
+        " bytes but the data buffer has ",
+        buffer_bytes,
+        " bytes");
+  }
+
+  result.tensors.reserve(entries.size());
+  for (const Entry& e : entries) {
+    Tensor t(e.shape, MemTag::kOther, e.dtype);
+    if (e.end > e.begin) {
+      read_or_fail(tensor_bytes(t), e.end - e.begin, data_start + e.begin);
+    }
+    result.tensors.push_back({e.name, std::move(t)});
+  }
+  return result;
+}
+
+}  // namespace ndt

@@ -1,0 +1,175 @@
+// Atomic file helpers: FileWriter's byte count and crc32, write_file_atomic
+// (replace, or leave the old file untouched on failure), and both paths of
+// directory replacement (RENAME_EXCHANGE and the move-aside fallback).
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "io/atomic_file.h"
+
+namespace ndt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    path_ = fs::temp_directory_path() /
+            ("ndt_test_atomic_file-" + std::to_string(::getpid()) + "-" +
+             std::to_string(counter++) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string sub(const std::string& rel) const {
+    return (path_ / rel).string();
+  }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_)) {
+      names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(
+      std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+TEST(AtomicFile, FileWriterCountsBytesAndCrc) {
+  TempDir dir;
+  std::string path = dir.sub("f");
+  std::string a = "hello ", b(3000, 'x');
+  FileWriter out(path);
+  out.write(a.data(), a.size());
+  out.write(b.data(), b.size());
+  out.write(nullptr, 0);
+  out.sync_and_close();
+  std::string all = a + b;
+  EXPECT_EQ(read_bytes(path), all);
+  EXPECT_EQ(out.bytes(), all.size());
+  EXPECT_EQ(
+      out.crc32(),
+      ::crc32(
+          0L,
+          reinterpret_cast<const Bytef*>(all.data()),
+          static_cast<uInt>(all.size())));
+}
+
+TEST(AtomicFile, TempPathIsHiddenSibling) {
+  EXPECT_EQ(
+      temp_path_for("/a/b/step-3"),
+      "/a/b/.step-3.tmp-" + std::to_string(::getpid()));
+  EXPECT_EQ(temp_path_for("x"), ".x.tmp-" + std::to_string(::getpid()));
+}
+
+TEST(AtomicFile, WriteReplacesAndLeavesNoTemp) {
+  TempDir dir;
+  std::string path = dir.sub("f.txt");
+  write_bytes(path, "old");
+  write_file_atomic(path, [](FileWriter& out) { out.write("new", 3); });
+  EXPECT_EQ(read_bytes(path), "new");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"f.txt"}));
+}
+
+TEST(AtomicFile, FailedWriteKeepsOldFile) {
+  TempDir dir;
+  std::string path = dir.sub("f.txt");
+  write_bytes(path, "old");
+  EXPECT_THROW(
+      write_file_atomic(
+          path,
+          [](FileWriter& out) {
+            out.write("partial", 7);
+            throw std::runtime_error("fill failed");
+          }),
+      std::runtime_error);
+  EXPECT_EQ(read_bytes(path), "old");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"f.txt"}));
+}
+
+TEST(AtomicFile, ErrorsNameThePath) {
+  TempDir dir;
+  std::string path = dir.sub("missing/f.txt");
+  try {
+    FileWriter out(path);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(fsync_dir(dir.sub("missing")), Error);
+}
+
+// Fills directory `d` with one file `name` holding `text`.
+void make_dir(
+    const std::string& d, const std::string& name, const std::string& text) {
+  fs::create_directories(d);
+  write_bytes(d + "/" + name, text);
+}
+
+TEST(AtomicFile, RenameReplacingDirectory) {
+  TempDir dir;
+  make_dir(dir.sub(".new"), "a", "1");
+  rename_replacing(dir.sub(".new"), dir.sub("target"));  // absent target
+  EXPECT_EQ(read_bytes(dir.sub("target/a")), "1");
+
+  make_dir(dir.sub(".new"), "b", "2");
+  rename_replacing(dir.sub(".new"), dir.sub("target"));  // existing target
+  EXPECT_FALSE(fs::exists(dir.sub("target/a")));
+  EXPECT_EQ(read_bytes(dir.sub("target/b")), "2");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"target"}));
+}
+
+TEST(AtomicFile, RenameDirViaAsideFallback) {
+  TempDir dir;
+  make_dir(dir.sub("target"), "a", "1");
+  make_dir(dir.sub(".new"), "b", "2");
+  detail::rename_dir_via_aside(dir.sub(".new"), dir.sub("target"));
+  EXPECT_FALSE(fs::exists(dir.sub("target/a")));
+  EXPECT_EQ(read_bytes(dir.sub("target/b")), "2");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"target"}));
+  // A missing source leaves the target in place.
+  EXPECT_THROW(
+      detail::rename_dir_via_aside(dir.sub(".absent"), dir.sub("target")),
+      Error);
+  EXPECT_EQ(read_bytes(dir.sub("target/b")), "2");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"target"}));
+}
+
+TEST(AtomicFile, RenameReplacingFile) {
+  TempDir dir;
+  write_bytes(dir.sub("t"), "old");
+  write_bytes(dir.sub(".t.new"), "new");
+  rename_replacing(dir.sub(".t.new"), dir.sub("t"));
+  EXPECT_EQ(read_bytes(dir.sub("t")), "new");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"t"}));
+}
+
+}  // namespace
+}  // namespace ndt

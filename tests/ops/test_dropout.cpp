@@ -1,0 +1,80 @@
+// Dropout: the mask equals rng_uniform(key, i) >= p element for element,
+// the keep rate is 1 - p, backward reuses the same mask, y may alias x.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/ops.h"
+#include "tensor/rng.h"
+#include "test_util.h"
+
+namespace ndt {
+namespace {
+
+TEST(Dropout, MaskIsCounterRngAndKeepRateIsOneMinusP) {
+  const int64_t n = 100003;  // not a multiple of the 16-wide groups
+  const float p = 0.1f;
+  const uint64_t key = rng_key(7, "dropout/layer0");
+  Tensor x = test::randn({n}, 1, "x");
+  Tensor y({n});
+  ops::dropout_forward(y, x, p, key);
+  const float scale = 1.0f / (1.0f - p);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = rng_uniform(key, static_cast<uint64_t>(i)) >= p;
+    kept += keep;
+    ASSERT_EQ(y.data()[i], keep ? x.data()[i] * scale : 0.0f) << i;
+  }
+  // Binomial: sd sqrt(p (1 - p) / n) ~ 9.5e-4; allow 5 sd.
+  EXPECT_NEAR(double(kept) / n, 1.0 - p, 5e-3);
+}
+
+TEST(Dropout, BackwardUsesSameMask) {
+  const int64_t n = 5000;
+  const float p = 0.3f;
+  const uint64_t key = rng_key(1, "drop");
+  Tensor x = test::randn({n}, 2, "x");
+  Tensor dy = test::randn({n}, 2, "dy");
+  Tensor y({n}), dx({n});
+  ops::dropout_forward(y, x, p, key);
+  ops::dropout_backward(dx, dy, p, key);
+  const float scale = 1.0f / (1.0f - p);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool kept = y.data()[i] != 0.0f;  // x is never exactly 0 here
+    ASSERT_EQ(dx.data()[i], kept ? dy.data()[i] * scale : 0.0f) << i;
+  }
+  // Another key gives another mask.
+  Tensor y2({n});
+  ops::dropout_forward(y2, x, p, rng_key(2, "drop"));
+  EXPECT_GT(test::max_abs_diff(y, y2), 0.0);
+}
+
+TEST(Dropout, BackwardMatchesFiniteDifferences) {
+  const float p = 0.25f;
+  const uint64_t key = rng_key(3, "drop");
+  Tensor x = test::randn({4, 9}, 3, "x");
+  Tensor r = test::randn({4, 9}, 3, "r");
+  Tensor y({4, 9}), dx({4, 9});
+  auto loss = [&] {
+    ops::dropout_forward(y, x, p, key);
+    return test::dot(y, r);
+  };
+  ops::dropout_backward(dx, r, p, key);
+  // Linear for a fixed mask: exact up to fp32 rounding; atol 1e-4, rtol 1e-3.
+  EXPECT_LE(test::grad_check(x, dx, loss, 1e-2, 1e-4, 1e-3), 1.0);
+}
+
+TEST(Dropout, InPlaceAndZeroProbability) {
+  const uint64_t key = rng_key(4, "drop");
+  Tensor x = test::randn({1000}, 4, "x");
+  Tensor y({1000});
+  ops::dropout_forward(y, x, 0.5f, key);
+  Tensor z = x.clone(MemTag::kOther);
+  ops::dropout_forward(z, z, 0.5f, key);  // y aliases x
+  EXPECT_EQ(test::max_abs_diff(z, y), 0.0);
+  ops::dropout_forward(y, x, 0.0f, key);
+  EXPECT_EQ(test::max_abs_diff(y, x), 0.0);  // p = 0 keeps everything
+}
+
+}  // namespace
+}  // namespace ndt

@@ -1,0 +1,122 @@
+// ops::gemm against a double-precision reference loop: all four transpose
+// combinations, padded leading dimensions, alpha/beta, beta = 0 ignoring C.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ops/ops.h"
+#include "test_util.h"
+
+namespace ndt {
+namespace {
+
+struct GemmCase {
+  int M, N, K;
+};
+
+// C = alpha op(A) op(B) + beta C in double, same storage conventions.
+std::vector<double> gemm_reference(
+    bool ta,
+    bool tb,
+    const GemmCase& s,
+    float alpha,
+    const float* A,
+    int lda,
+    const float* B,
+    int ldb,
+    float beta,
+    const float* C,
+    int ldc) {
+  std::vector<double> out(static_cast<size_t>(s.M) * s.N);
+  for (int i = 0; i < s.M; ++i) {
+    for (int j = 0; j < s.N; ++j) {
+      double acc = 0;
+      for (int k = 0; k < s.K; ++k) {
+        double a = ta ? A[k * lda + i] : A[i * lda + k];
+        double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+        acc += a * b;
+      }
+      double c = beta == 0.0f ? 0.0 : double(beta) * C[i * ldc + j];
+      out[i * s.N + j] = double(alpha) * acc + c;
+    }
+  }
+  return out;
+}
+
+void check_gemm(const GemmCase& s, bool ta, bool tb, float beta) {
+  SCOPED_TRACE(
+      testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K
+                         << " ta=" << ta << " tb=" << tb << " beta=" << beta);
+  const int pad = 3;
+  const int lda = (ta ? s.M : s.K) + pad, ldb = (tb ? s.K : s.N) + pad;
+  const int ldc = s.N + pad;
+  Tensor A = test::randn({ta ? s.K : s.M, lda}, 1, "A");
+  Tensor B = test::randn({tb ? s.N : s.K, ldb}, 2, "B");
+  Tensor C = test::randn({s.M, ldc}, 3, "C");
+  if (beta == 0.0f)
+    C.fill_(NAN);  // beta = 0: C must not be read
+  const Tensor C0 = C.clone(MemTag::kOther);
+  const float alpha = 0.75f;
+  std::vector<double> ref = gemm_reference(
+      ta, tb, s, alpha, A.data(), lda, B.data(), ldb, beta, C0.data(), ldc);
+  ops::gemm(
+      ta,
+      tb,
+      s.M,
+      s.N,
+      s.K,
+      alpha,
+      A.data(),
+      lda,
+      B.data(),
+      ldb,
+      beta,
+      C.data(),
+      ldc);
+  // fp32 products summed over K terms of size ~1: error ~ sqrt(K) * 6e-8.
+  const double atol = 1e-5, rtol = 1e-5;
+  double worst = 0;
+  for (int i = 0; i < s.M; ++i) {
+    for (int j = 0; j < s.N; ++j) {
+      double got = C.data()[i * ldc + j];
+      double r = std::fabs(got - ref[i * s.N + j]) /
+                 (atol + rtol * std::fabs(ref[i * s.N + j]));
+      worst = std::isnan(r) ? INFINITY : std::max(worst, r);
+    }
+    // Padding columns past N are untouched.
+    for (int j = s.N; j < ldc; ++j) {
+      EXPECT_EQ(
+          std::isnan(C.data()[i * ldc + j]),
+          std::isnan(C0.data()[i * ldc + j]));
+      if (!std::isnan(C0.data()[i * ldc + j])) {
+        EXPECT_EQ(C.data()[i * ldc + j], C0.data()[i * ldc + j]);
+      }
+    }
+  }
+  EXPECT_LE(worst, 1.0);
+}
+
+TEST(Gemm, AllTransposesWithLeadingDimsMatchReference) {
+  for (GemmCase s : {GemmCase{5, 7, 6}, GemmCase{65, 33, 70}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        check_gemm(s, ta, tb, -0.5f);
+        check_gemm(s, ta, tb, 0.0f);
+      }
+    }
+  }
+}
+
+TEST(Gemm, EmptyInnerDimensionScalesC) {
+  Tensor C = test::randn({3, 4}, 4, "C");
+  Tensor expect = C.clone(MemTag::kOther);
+  for (int64_t i = 0; i < expect.numel(); ++i)
+    expect.data()[i] *= 2.0f;
+  ops::gemm(
+      false, false, 3, 4, 0, 1.0f, nullptr, 0, nullptr, 4, 2.0f, C.data(), 4);
+  EXPECT_EQ(test::max_abs_diff(C, expect), 0.0);  // exact: one product each
+}
+
+}  // namespace
+}  // namespace ndt

@@ -1,6 +1,7 @@
 // Dropout with masks from the counter RNG, keyed by (seed, layer name,
-// step, micro-batch), so no mask is stored and every layout draws the
-// serial run's mask. Identity when p == 0 or when not training.
+// step) and indexed by the element's position in the step's global batch
+// (RunState::sample_offset), so no mask is stored and every layout draws
+// the serial run's mask. Identity when p == 0 or when not training.
 #pragma once
 
 #include <string>
@@ -17,6 +18,7 @@ class Dropout final : public Module {
 
  private:
   uint64_t key(const RunState& run) const;
+  static uint64_t offset(const Tensor& x, const RunState& run);
   std::string name_;
   float p_;
 };

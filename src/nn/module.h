@@ -45,7 +45,9 @@ struct RunState {
   bool training = true;
   uint64_t seed = 0;
   int64_t step = 0;       // optimizer step
-  int64_t microbatch = 0; // global micro-batch index within the step
+  // Index of this micro-batch's first sample within the step's global
+  // batch: per-sample randomness (dropout) is keyed by global position.
+  int64_t sample_offset = 0;
 };
 
 class Context {

@@ -182,9 +182,21 @@ void mean_tokens_backward(Tensor& dx, const Tensor& dy);
 
 // ---- dropout (mask from the counter RNG, never stored) ---------------------------
 
-// y = x * keep / (1 - p), keep_i = uniform(key, i) >= p. y may alias x.
-void dropout_forward(Tensor& y, const Tensor& x, float p, uint64_t key);
-void dropout_backward(Tensor& dx, const Tensor& dy, float p, uint64_t key);
+// y = x * keep / (1 - p), keep_i = uniform(key, offset + i) >= p. y may
+// alias x. `offset` places this block in a larger tensor (e.g. the first
+// sample of a data-parallel slice), so every layout draws the same mask.
+void dropout_forward(
+    Tensor& y,
+    const Tensor& x,
+    float p,
+    uint64_t key,
+    uint64_t offset = 0);
+void dropout_backward(
+    Tensor& dx,
+    const Tensor& dy,
+    float p,
+    uint64_t key,
+    uint64_t offset = 0);
 
 // ---- elementwise ----------------------------------------------------------------------
 

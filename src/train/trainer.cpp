@@ -228,7 +228,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   for (int64_t step = start; step < config.train.steps; ++step) {
     ctx.run.seed = config.train.seed;
     ctx.run.step = step;
-    ctx.run.microbatch = 0;
+    ctx.run.sample_offset = 0;
     data.train_batch(step * B, B, input, targets);
     model->zero_grad();
     LossStats stats;

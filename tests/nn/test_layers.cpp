@@ -3,6 +3,8 @@
 // Tolerance: |num - ana| <= 2e-3 + 2e-2 |num| unless stated.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "module_grad.h"
 #include "nn/attention_core.h"
 #include "nn/dropout.h"
@@ -86,6 +88,29 @@ TEST(LayerGrad, DropoutSameMaskInBackward) {
   Tensor x = randn({4, 32}, 8, "x");
   EXPECT_GT(test::max_abs_diff(m.forward(x, a), m.forward(x, b)), 0.0);
   EXPECT_EQ(test::max_abs_diff(m.forward(x, e), x), 0.0);
+}
+
+// exact: a batch split in two with sample offsets draws the whole batch's
+// mask, as a data-parallel rank must.
+TEST(LayerGrad, DropoutMaskIndependentOfBatchSplit) {
+  Dropout m("drop", 0.5f);
+  Tensor x = randn({6, 10}, 3, "x");
+  Context whole;
+  whole.run.seed = 2;
+  whole.run.step = 5;
+  Tensor y = m.forward(x, whole);
+  for (int64_t first : {0, 2, 5}) {
+    int64_t n = first == 5 ? 1 : 2;
+    Tensor part({n, 10}, MemTag::kOther);
+    std::copy(x.data() + first * 10, x.data() + (first + n) * 10, part.data());
+    Context c;
+    c.run = whole.run;
+    c.run.sample_offset = first;
+    Tensor yp = m.forward(part, c);
+    for (int64_t i = 0; i < n * 10; ++i) {
+      EXPECT_EQ(yp.data()[i], y.data()[first * 10 + i]);
+    }
+  }
 }
 
 TEST(LayerGrad, TransformerBlock) {

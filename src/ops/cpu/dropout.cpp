@@ -1,7 +1,7 @@
 // Dropout with a mask recomputed from the counter RNG instead of stored.
 //
 //   x, y, dy, dx  any shape, same numel; y may alias x, dx may alias dy.
-// keep_i = rng_uniform(key, i) >= p; y_i = keep_i ? x_i * (1 / (1 - p)) : 0.
+// keep_i = rng_uniform(key, offset + i) >= p; y_i = keep_i ? x_i * (1 / (1 - p)) : 0.
 // The backward regenerates the same mask from (key, i), so nothing is saved.
 //
 // rng_uniform is a scalar call per element (~10 Philox rounds); here the
@@ -64,7 +64,13 @@ inline void uniform_group(uint64_t key, uint64_t base, float* u) {
 }
 
 // out_i = in_i * (keep_i ? scale : 0) over all elements.
-void apply_mask(float* out, const float* in, int64_t n, float p, uint64_t key) {
+void apply_mask(
+    float* out,
+    const float* in,
+    int64_t n,
+    float p,
+    uint64_t key,
+    uint64_t offset) {
   NDT_ASSERT(p >= 0.0f && p < 1.0f, "dropout p ", p, " outside [0, 1)");
   const float scale = 1.0f / (1.0f - p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -75,13 +81,13 @@ void apply_mask(float* out, const float* in, int64_t n, float p, uint64_t key) {
     float u[kGroup];
     int64_t i = ch * kChunk;
     for (; i + kGroup <= end; i += kGroup) {  // fixed trip count: vectorised
-      uniform_group(key, static_cast<uint64_t>(i), u);
+      uniform_group(key, offset + static_cast<uint64_t>(i), u);
       for (int j = 0; j < kGroup; ++j) {
         out[i + j] = u[j] >= p ? in[i + j] * scale : 0.0f;
       }
     }
     if (i < end) {
-      uniform_group(key, static_cast<uint64_t>(i), u);
+      uniform_group(key, offset + static_cast<uint64_t>(i), u);
       for (int64_t j = 0; i + j < end; ++j) {
         out[i + j] = u[j] >= p ? in[i + j] * scale : 0.0f;
       }
@@ -91,24 +97,34 @@ void apply_mask(float* out, const float* in, int64_t n, float p, uint64_t key) {
 
 }  // namespace
 
-void dropout_forward(Tensor& y, const Tensor& x, float p, uint64_t key) {
+void dropout_forward(
+    Tensor& y,
+    const Tensor& x,
+    float p,
+    uint64_t key,
+    uint64_t offset) {
   NDT_ASSERT(
       y.numel() == x.numel(),
       "dropout y ",
       shape_str(y.shape()),
       " x ",
       shape_str(x.shape()));
-  apply_mask(y.data(), x.data(), x.numel(), p, key);
+  apply_mask(y.data(), x.data(), x.numel(), p, key, offset);
 }
 
-void dropout_backward(Tensor& dx, const Tensor& dy, float p, uint64_t key) {
+void dropout_backward(
+    Tensor& dx,
+    const Tensor& dy,
+    float p,
+    uint64_t key,
+    uint64_t offset) {
   NDT_ASSERT(
       dx.numel() == dy.numel(),
       "dropout dx ",
       shape_str(dx.shape()),
       " dy ",
       shape_str(dy.shape()));
-  apply_mask(dx.data(), dy.data(), dy.numel(), p, key);
+  apply_mask(dx.data(), dy.data(), dy.numel(), p, key, offset);
 }
 
 }  // namespace ndt::ops

@@ -1,11 +1,13 @@
 // ndtrain command-line entry point.
 //
-//   ndtrain train -c CONFIG.yaml [key=value ...]
+//   [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]
+//   [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]
 //   ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]
 //   ndtrain peak [--threads N]
 //
-// The only place that catches ndt::Error: it prints "error: <message>" and
-// exits non-zero.
+// The only place that catches ndt::Error: it prints "[rank r] error:
+// <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
+// peer hangs.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,10 +15,14 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
+#include "comm/mesh.h"
+#include "comm/mpi_process_group.h"
 #include "io/config.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
@@ -24,13 +30,15 @@
 #include "train/factory.h"
 #include "train/peak.h"
 #include "train/trainer.h"
+#include "train/verify.h"
 
 namespace ndt {
 namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  ndtrain train -c CONFIG.yaml [key=value ...]\n"
+    "  [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]\n"
+    "  [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]\n"
     "  ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]\n"
     "  ndtrain peak [--threads N]\n";
 
@@ -78,12 +86,59 @@ Args parse_args(int argc, char** argv, int first) {
   return a;
 }
 
-int cmd_train(const Args& a) {
+int g_world_rank = -1;  // for error messages; -1 before MPI starts
+int g_world_size = 1;
+
+// The MPI job's layout: the data-parallel group over all ranks, or none
+// for a single process.
+struct Job {
+  std::unique_ptr<MpiRuntime> mpi;
+  std::unique_ptr<ProcessGroup> world;
+  std::unique_ptr<Mesh> mesh;
+  ProcessGroup* dp_group = nullptr;
+};
+
+Job start_job(const Config& config, int* argc, char*** argv) {
+  Job job;
+  job.mpi = std::make_unique<MpiRuntime>(argc, argv);
+  g_world_rank = job.mpi->world_rank();
+  g_world_size = job.mpi->world_size();
+  const int n = g_world_size;
+  const ParallelConfig& p = config.parallel;
+  if (n == 1) return job;
+  NDT_CHECK(p.dp_mode == DpMode::kMpi && p.dp == n, ConfigError,
+            "the job has ", n, " MPI ranks but parallel.dp=", p.dp,
+            " parallel.dp_mode=", to_string(p.dp_mode),
+            "; set parallel.dp=", n, " (dp_mode mpi) or run without mpirun");
+  job.world = job.mpi->world();
+  job.world->set_timeout_s(config.comm.timeout_s);
+  job.mesh = std::make_unique<Mesh>(*job.world, std::vector<int>{n},
+                                    std::vector<std::string>{"dp"});
+  job.dp_group = &job.mesh->group("dp");
+  job.dp_group->set_timeout_s(config.comm.timeout_s);
+  return job;
+}
+
+int cmd_train(const Args& a, int* argc, char*** argv) {
   NDT_CHECK(!a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n",
             kUsage);
   Config config = load_config(a.config, a.overrides);
-  run_training(config, {});
+  Job job = start_job(config, argc, argv);
+  TrainOptions options;
+  options.dp_group = job.dp_group;
+  run_training(config, options);
   return 0;
+}
+
+int cmd_verify(const Args& a, int* argc, char*** argv) {
+  NDT_CHECK(!a.config.empty(), ConfigError, "verify needs -c CONFIG.yaml\n",
+            kUsage);
+  Config config = load_config(a.config, a.overrides);
+  Job job = start_job(config, argc, argv);
+  std::ostringstream quiet;
+  std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
+  VerifyReport rep = run_verify(config, job.dp_group, out);
+  return rep.pass ? 0 : 1;
 }
 
 // Times full training steps (forward, backward, optimizer) on one batch.
@@ -145,7 +200,8 @@ int run(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   Args a = parse_args(argc, argv, 2);
-  if (cmd == "train") return cmd_train(a);
+  if (cmd == "train") return cmd_train(a, &argc, &argv);
+  if (cmd == "verify") return cmd_verify(a, &argc, &argv);
   if (cmd == "bench") return cmd_bench(a);
   if (cmd == "peak") return cmd_peak(a);
   throw ConfigError("unknown command '" + cmd + "'\n" + kUsage);
@@ -154,16 +210,28 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace ndt
 
+namespace {
+
+int fail(const char* what) {
+  std::fflush(stdout);
+  if (ndt::g_world_size > 1) {
+    std::fprintf(stderr, "[rank %d] error: %s\n", ndt::g_world_rank, what);
+    std::fflush(stderr);
+    ndt::MpiRuntime::abort(1);  // ends every rank of the job
+  } else {
+    std::fprintf(stderr, "error: %s\n", what);
+  }
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   try {
     return ndt::run(argc, argv);
   } catch (const ndt::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return fail(e.what());
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return fail(e.what());
   }
 }

@@ -77,6 +77,10 @@ const char* to_string(OptimKind v) {
       return "sgd";
     case OptimKind::kAdamw:
       return "adamw";
+    case OptimKind::kLars:
+      return "lars";
+    case OptimKind::kLamb:
+      return "lamb";
   }
   NDT_ASSERT(false, "invalid OptimKind ", static_cast<int>(v));
   return "";
@@ -94,6 +98,28 @@ const char* to_string(LrSchedule v) {
       return "polynomial";
   }
   NDT_ASSERT(false, "invalid LrSchedule ", static_cast<int>(v));
+  return "";
+}
+
+const char* to_string(LarsModeKind v) {
+  switch (v) {
+    case LarsModeKind::kPaper:
+      return "paper";
+    case LarsModeKind::kColossal:
+      return "colossal";
+  }
+  NDT_ASSERT(false, "invalid LarsModeKind ", static_cast<int>(v));
+  return "";
+}
+
+const char* to_string(DpMode v) {
+  switch (v) {
+    case DpMode::kMpi:
+      return "mpi";
+    case DpMode::kThreads:
+      return "threads";
+  }
+  NDT_ASSERT(false, "invalid DpMode ", static_cast<int>(v));
   return "";
 }
 
@@ -130,8 +156,18 @@ struct EnumValues<DatasetKind> {
       DatasetKind::kSynthetic};
 };
 template <>
+struct EnumValues<DpMode> {
+  static constexpr DpMode kAll[] = {DpMode::kMpi, DpMode::kThreads};
+};
+template <>
 struct EnumValues<OptimKind> {
-  static constexpr OptimKind kAll[] = {OptimKind::kSgd, OptimKind::kAdamw};
+  static constexpr OptimKind kAll[] = {
+      OptimKind::kSgd, OptimKind::kAdamw, OptimKind::kLars, OptimKind::kLamb};
+};
+template <>
+struct EnumValues<LarsModeKind> {
+  static constexpr LarsModeKind kAll[] = {
+      LarsModeKind::kPaper, LarsModeKind::kColossal};
 };
 template <>
 struct EnumValues<LrSchedule> {
@@ -203,7 +239,9 @@ using Field = std::variant<
     Pool*,
     DatasetKind*,
     OptimKind*,
-    LrSchedule*>;
+    LrSchedule*,
+    DpMode*,
+    LarsModeKind*>;
 
 template <typename T>
 struct MemberOf;
@@ -216,7 +254,8 @@ struct MemberOf<T Section::*> {
 template <auto kMember>
 Field field(Config& c) {
   using Section = typename MemberOf<decltype(kMember)>::type;
-  auto sections = std::tie(c.run, c.model, c.data, c.train, c.optim);
+  auto sections = std::tie(
+      c.run, c.model, c.data, c.train, c.optim, c.parallel, c.comm, c.verify);
   return &(std::get<Section&>(sections).*kMember);
 }
 
@@ -280,6 +319,20 @@ constexpr Key kKeys[] = {
     {"optim.warmup_steps", field<&OptimConfig::warmup_steps>, at_least(0)},
     {"optim.min_lr_ratio", field<&OptimConfig::min_lr_ratio>, in_closed(0, 1)},
     {"optim.power", field<&OptimConfig::power>, above(0)},
+    {"optim.lars_mode", field<&OptimConfig::lars_mode>},
+    {"optim.trust_coef", field<&OptimConfig::trust_coef>, above(0)},
+    {"optim.trust_clip", field<&OptimConfig::trust_clip>, at_least(0)},
+    {"optim.lamb_bias_correction", field<&OptimConfig::lamb_bias_correction>},
+    {"optim.exclude_no_decay", field<&OptimConfig::exclude_no_decay>},
+
+    {"parallel.dp", field<&ParallelConfig::dp>, at_least(1)},
+    {"parallel.dp_mode", field<&ParallelConfig::dp_mode>},
+    {"parallel.grad_accum", field<&ParallelConfig::grad_accum>, at_least(1)},
+    {"parallel.bucket_mb", field<&ParallelConfig::bucket_mb>, above(0)},
+
+    {"comm.timeout_s", field<&CommConfig::timeout_s>, above(0)},
+
+    {"verify.steps", field<&VerifyConfig::steps>, at_least(1)},
 };
 
 std::string_view section_of(std::string_view name) {
@@ -687,6 +740,19 @@ void check_cross_keys(const Config& c) {
         "10, got ",
         m.num_classes);
   }
+  const int64_t parts =
+      int64_t(c.parallel.dp) * int64_t(c.parallel.grad_accum);
+  NDT_CHECK(
+      c.train.batch_size % parts == 0,
+      ConfigError,
+      "train.batch_size (",
+      c.train.batch_size,
+      ") must be divisible by parallel.dp (",
+      c.parallel.dp,
+      ") x parallel.grad_accum (",
+      c.parallel.grad_accum,
+      ") = ",
+      parts);
   if (m.kind == ModelKind::kGpt && c.data.name == DatasetKind::kFortunes) {
     NDT_CHECK(
         m.vocab == 256,

@@ -20,8 +20,10 @@ enum class ModelKind { kMlp, kVit, kGpt };
 enum class Activation { kGelu, kRelu };
 enum class Pool { kCls, kMean };
 enum class DatasetKind { kFashionMnist, kFortunes, kSynthetic };
-enum class OptimKind { kSgd, kAdamw };
+enum class OptimKind { kSgd, kAdamw, kLars, kLamb };
+enum class LarsModeKind { kPaper, kColossal };
 enum class LrSchedule { kConstant, kCosine, kLinear, kPolynomial };
+enum class DpMode { kMpi, kThreads };
 
 struct RunConfig {
   std::string name = "run";  // run.name: [A-Za-z0-9_.-]+
@@ -67,7 +69,7 @@ struct TrainConfig {
 };
 
 struct OptimConfig {
-  OptimKind name = OptimKind::kAdamw;  // optim.name: sgd | adamw
+  OptimKind name = OptimKind::kAdamw;  // optim.name: sgd | adamw | lars | lamb
   float lr = 1e-3f;            // optim.lr > 0
   float weight_decay = 0.0f;   // optim.weight_decay >= 0
   float momentum = 0.9f;       // optim.momentum in [0, 1) (sgd)
@@ -80,6 +82,27 @@ struct OptimConfig {
   int64_t warmup_steps = 0;    // optim.warmup_steps >= 0, < train.steps
   float min_lr_ratio = 0.0f;   // optim.min_lr_ratio in [0, 1]: final lr / lr
   float power = 2.0f;          // optim.power > 0 (polynomial)
+  // LARS / LAMB (ALGORITHMS.md 2.5):
+  LarsModeKind lars_mode = LarsModeKind::kPaper;  // optim.lars_mode: paper | colossal
+  float trust_coef = 0.001f;   // optim.trust_coef > 0: LARS eta
+  float trust_clip = 0.0f;     // optim.trust_clip >= 0: max trust ratio (0: off)
+  bool lamb_bias_correction = true;  // optim.lamb_bias_correction
+  bool exclude_no_decay = true;      // optim.exclude_no_decay: biases/norms skip layer adaptation
+};
+
+struct ParallelConfig {
+  int dp = 1;                   // parallel.dp >= 1: data-parallel replicas
+  DpMode dp_mode = DpMode::kMpi;  // parallel.dp_mode: mpi (one rank per replica) | threads (one process)
+  int grad_accum = 1;           // parallel.grad_accum >= 1: micro-batches per step and replica
+  float bucket_mb = 4.0f;       // parallel.bucket_mb > 0: gradient bucket size (MiB)
+};
+
+struct CommConfig {
+  float timeout_s = 300.0f;     // comm.timeout_s > 0: watchdog bound per operation
+};
+
+struct VerifyConfig {
+  int64_t steps = 5;            // verify.steps >= 1: steps compared by `ndtrain verify`
 };
 
 struct Config {
@@ -88,6 +111,9 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
+  ParallelConfig parallel;
+  CommConfig comm;
+  VerifyConfig verify;
 
   // run.dir, or runs/<run.name> when empty.
   std::string run_dir() const;
@@ -109,5 +135,7 @@ const char* to_string(Pool v);
 const char* to_string(DatasetKind v);
 const char* to_string(OptimKind v);
 const char* to_string(LrSchedule v);
+const char* to_string(DpMode v);
+const char* to_string(LarsModeKind v);
 
 }  // namespace ndt

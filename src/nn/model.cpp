@@ -17,6 +17,18 @@ std::vector<Parameter*> Model::parameters() {
   return params_;
 }
 
+std::vector<Parameter*> Model::module_parameters(int m) {
+  std::vector<Parameter*> out;
+  if (m == 0) {
+    embed->collect_parameters(out);
+  } else if (m == num_modules() - 1) {
+    head->collect_parameters(out);
+  } else {
+    blocks.at(m - 1)->collect_parameters(out);
+  }
+  return out;
+}
+
 int64_t Model::num_parameters() {
   int64_t n = 0;
   for (Parameter* p : parameters()) n += shape_numel(p->layout.global_shape);
@@ -59,10 +71,13 @@ void Model::forward_backward(
   ctx.run.training = true;
   forward(input, targets, ctx, stats);
   Tensor g = head->backward(ctx.child(1 + blocks.size()), scale);
+  if (on_backward_done) on_backward_done(num_modules() - 1);
   for (size_t i = blocks.size(); i-- > 0;) {
     g = blocks[i]->backward(g, ctx.child(1 + i));
+    if (on_backward_done) on_backward_done(static_cast<int>(1 + i));
   }
   embed->backward(g, ctx.child(0));
+  if (on_backward_done) on_backward_done(0);
 }
 
 void Model::forward_eval(

@@ -7,6 +7,7 @@
 // their options through a Builder (nn/builder.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,8 +27,19 @@ class Model {
   double flops_per_sample = 0;  // training (forward + backward) FLOPs
   int64_t loss_terms_per_sample = 1;
 
+  // Called during backward right after module m's gradients are final
+  // (m = 0 input layer, 1 + i block i, num_modules() - 1 head), in the order
+  // head, last block, ..., input layer. Data parallelism starts gradient
+  // communication here.
+  std::function<void(int)> on_backward_done;
+
   // All parameters in a fixed order: input layer, blocks, head.
   std::vector<Parameter*> parameters();
+  int num_modules() const {
+    return static_cast<int>(blocks.size()) + 2;
+  }
+  // Parameters of module m (same numbering as on_backward_done).
+  std::vector<Parameter*> module_parameters(int m);
   int64_t num_parameters();
   void init(uint64_t seed);
   void zero_grad();

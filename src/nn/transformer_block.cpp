@@ -1,5 +1,8 @@
 #include "nn/transformer_block.h"
 
+#include <algorithm>
+
+#include "base/check.h"
 #include "ops/ops.h"
 
 namespace ndt {
@@ -42,9 +45,31 @@ Tensor TransformerBlock::backward(const Tensor& dy, Context& ctx) {
   Tensor dh(dy.shape(), MemTag::kActs);
   ops::add(dh, dy, g);
   g = dh;
-  for (int i = kDrop1; i >= kLn1; --i) g = layers_[i]->backward(g, ctx.child(i));
+  for (int i = kDrop1; i >= kLn1; --i) {
+    g = layers_[i]->backward(g, ctx.child(i));
+    if (i == kQkv) zero_key_bias_grad();
+  }
   ops::add_(g, dh);
   return g;
+}
+
+// Note [Key bias]: adding b_k to every key adds q.b_k to a whole row of
+// scores, which softmax ignores, so d loss / d b_k is identically zero. In
+// fp32 it comes out as rounding noise (~1e-9) that Adam-type optimizers
+// normalise into steps of size ~lr with random sign, a random walk that
+// differs with every summation order. The exact gradient is zero; we store
+// it as such (the key bias stays at its zero init and keeps its place in
+// the [3C] qkv bias for checkpoint compatibility).
+void TransformerBlock::zero_key_bias_grad() {
+  std::vector<Parameter*> ps;
+  layers_[kQkv]->collect_parameters(ps);
+  for (Parameter* p : ps) {
+    if (p->name.size() < 5 || p->name.compare(p->name.size() - 5, 5, ".bias"))
+      continue;
+    const int64_t C = p->layout.global_shape[0] / 3;
+    NDT_ASSERT(p->layout.is_full(), "key-bias slice of a sharded qkv bias");
+    std::fill(p->grad.data() + C, p->grad.data() + 2 * C, 0.0f);
+  }
 }
 
 void TransformerBlock::collect_parameters(std::vector<Parameter*>& out) {

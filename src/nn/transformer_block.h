@@ -35,6 +35,7 @@ class TransformerBlock final : public Module {
  private:
   // In forward order; child context i belongs to layers_[i].
   enum Layer { kLn1, kQkv, kAttn, kProj, kDrop1, kLn2, kFc1, kFc2, kDrop2 };
+  void zero_key_bias_grad();
   std::unique_ptr<Module> layers_[9];
 };
 

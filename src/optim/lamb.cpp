@@ -10,17 +10,15 @@ namespace {
 
 // u for one element. Both passes call this one function so that pass 2
 // applies the u whose norm pass 1 measured.
-inline float lamb_u(float m, float v, float x, float c1, float c2,
-                    float eps, float wd) {
+inline float lamb_u(
+    float m, float v, float x, float c1, float c2, float eps, float wd) {
   return (m * c1) / (std::sqrt(v * c2) + eps) + wd * x;
 }
 
 }  // namespace
 
 Lamb::Lamb(
-    std::vector<Parameter*> params,
-    const LambOptions& options,
-    AxisSumFn sum)
+    std::vector<Parameter*> params, const LambOptions& options, AxisSumFn sum)
     : Optimizer(std::move(params)),
       options_(options),
       reducer_(params_, std::move(sum)),

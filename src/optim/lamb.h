@@ -23,15 +23,15 @@
 namespace ndt {
 
 struct LambOptions {
-  float beta1 = 0.9f;             // optim.beta1
-  float beta2 = 0.999f;           // optim.beta2
-  float eps = 1e-6f;              // optim.eps (LAMB's usual 1e-6)
-  float weight_decay = 0.01f;     // optim.weight_decay
-  bool bias_correction = true;    // optim.lamb_bias_correction
-  float trust_clip = 0.0f;        // optim.trust_clip: max ratio, 0 = off
+  float beta1 = 0.9f;           // optim.beta1
+  float beta2 = 0.999f;         // optim.beta2
+  float eps = 1e-6f;            // optim.eps (LAMB's usual 1e-6)
+  float weight_decay = 0.01f;   // optim.weight_decay
+  bool bias_correction = true;  // optim.lamb_bias_correction
+  float trust_clip = 0.0f;      // optim.trust_clip: max ratio, 0 = off
   // decay=false params (biases, norms) also skip layer adaptation (ratio
   // 1). They never get weight decay either way.
-  bool exclude_no_decay = true;   // optim.exclude_no_decay
+  bool exclude_no_decay = true;  // optim.exclude_no_decay
 };
 
 class Lamb final : public Optimizer {
@@ -54,7 +54,7 @@ class Lamb final : public Optimizer {
   PerTensorReducer reducer_;
   std::vector<Tensor> m_;
   std::vector<Tensor> v_;
-  std::vector<double> norms_;   // per param: ||x||^2, ||u||^2 (fused)
+  std::vector<double> norms_;  // per param: ||x||^2, ||u||^2 (fused)
   std::vector<double> ratios_;
 };
 

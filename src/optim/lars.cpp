@@ -8,9 +8,7 @@
 namespace ndt {
 
 Lars::Lars(
-    std::vector<Parameter*> params,
-    const LarsOptions& options,
-    AxisSumFn sum)
+    std::vector<Parameter*> params, const LarsOptions& options, AxisSumFn sum)
     : Optimizer(std::move(params)),
       options_(options),
       reducer_(params_, std::move(sum)),
@@ -58,7 +56,7 @@ void Lars::step(float lr) {
     double ratio = 1.0;
     if (adapt && wn > 0 && gn > 0) {
       ratio = double(options_.trust_coef) * wn /
-          (gn + double(wd) * wn + double(options_.eps));
+              (gn + double(wd) * wn + double(options_.eps));
       if (options_.trust_clip > 0) {
         ratio = std::min(ratio, double(options_.trust_clip));
       }

@@ -30,11 +30,11 @@ struct LarsOptions {
   float momentum = 0.9f;             // optim.momentum
   float weight_decay = 0.0f;         // optim.weight_decay
   float trust_coef = 0.001f;         // optim.trust_coef (eta)
-  float eps = 1e-8f;                 // optim.lars_eps (as apex LARC)
+  float eps = 1e-8f;                 // optim.eps (1e-8 as apex LARC)
   float trust_clip = 0.0f;           // optim.trust_clip: max ratio, 0 = off
   // decay=false params (biases, norms) also skip layer adaptation (ratio
   // 1). They never get weight decay either way.
-  bool exclude_no_decay = true;      // optim.exclude_no_decay
+  bool exclude_no_decay = true;  // optim.exclude_no_decay
 };
 
 class Lars final : public Optimizer {
@@ -56,7 +56,7 @@ class Lars final : public Optimizer {
   LarsOptions options_;
   PerTensorReducer reducer_;
   std::vector<Tensor> buf_;
-  std::vector<double> norms_;   // per param: ||w||^2, ||g||^2 (fused)
+  std::vector<double> norms_;  // per param: ||w||^2, ||g||^2 (fused)
   std::vector<double> ratios_;
 };
 

@@ -10,7 +10,8 @@ namespace {
 
 std::string join_axes(const std::vector<std::string>& axes) {
   std::string s;
-  for (const std::string& a : axes) s += (s.empty() ? "" : ",") + a;
+  for (const std::string& a : axes)
+    s += (s.empty() ? "" : ",") + a;
   return s;
 }
 
@@ -29,15 +30,15 @@ std::vector<std::string> sharded_axes(const Layout& layout) {
 }
 
 PerTensorReducer::PerTensorReducer(
-    const std::vector<Parameter*>& params,
-    AxisSumFn sum)
+    const std::vector<Parameter*>& params, AxisSumFn sum)
     : sum_(std::move(sum)) {
   // std::map orders the sets, so every rank issues its calls in the same
   // order whatever its parameter order.
   std::map<std::vector<std::string>, std::vector<size_t>> sets;
   for (size_t i = 0; i < params.size(); ++i) {
     std::vector<std::string> axes = sharded_axes(params[i]->layout);
-    if (axes.empty()) continue;
+    if (axes.empty())
+      continue;
     NDT_ASSERT(
         sum_ != nullptr,
         "parameter '",
@@ -48,13 +49,15 @@ PerTensorReducer::PerTensorReducer(
         "over those axes");
     sets[axes].push_back(i);
   }
-  for (auto& [axes, members] : sets) groups_.push_back({axes, members});
+  for (auto& [axes, members] : sets)
+    groups_.push_back({axes, members});
 }
 
 void PerTensorReducer::reduce(double* values, int k) {
   for (const Group& g : groups_) {
     const size_t n = g.members.size() * static_cast<size_t>(k);
-    if (scratch_.size() < n) scratch_.resize(n);
+    if (scratch_.size() < n)
+      scratch_.resize(n);
     for (size_t m = 0; m < g.members.size(); ++m) {
       for (int q = 0; q < k; ++q) {
         scratch_[m * k + q] = values[g.members[m] * k + q];

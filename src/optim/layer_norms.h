@@ -24,8 +24,8 @@ namespace ndt {
 // share this rank's coordinates on every mesh axis except `axes` (the group
 // spanned by `axes`). `axes` is sorted and unique. Every rank of that group
 // makes the same sequence of calls with the same `n`.
-using AxisSumFn = std::function<
-    void(const std::vector<std::string>& axes, double* data, int64_t n)>;
+using AxisSumFn = std::function<void(
+    const std::vector<std::string>& axes, double* data, int64_t n)>;
 
 // Mesh axes on which `layout` holds a proper shard (kShard, parts > 1),
 // sorted and unique. Empty: the local block's sums are already logical.
@@ -89,9 +89,11 @@ void fused_sums2(int64_t n, F f, double& s0, double& s1) {
     double a[kNormLanes] = {}, b[kNormLanes] = {};
     int64_t j = i0;
     for (; j + kNormLanes <= i1; j += kNormLanes) {
-      for (int l = 0; l < kNormLanes; ++l) f(j + l, a[l], b[l]);
+      for (int l = 0; l < kNormLanes; ++l)
+        f(j + l, a[l], b[l]);
     }
-    for (; j < i1; ++j) f(j, a[0], b[0]);
+    for (; j < i1; ++j)
+      f(j, a[0], b[0]);
     double ta = 0, tb = 0;
     for (int l = 0; l < kNormLanes; ++l) {
       ta += a[l];

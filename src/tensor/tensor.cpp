@@ -61,22 +61,24 @@ MemTag Tensor::tag() const {
 
 float* Tensor::data() {
   NDT_ASSERT(dtype_ == DType::kF32, "tensor is not fp32");
-  return storage_ ? static_cast<float*>(storage_->ptr) : nullptr;
+  return storage_ ? static_cast<float*>(storage_->ptr) + offset_ : nullptr;
 }
 
 const float* Tensor::data() const {
   NDT_ASSERT(dtype_ == DType::kF32, "tensor is not fp32");
-  return storage_ ? static_cast<const float*>(storage_->ptr) : nullptr;
+  return storage_ ? static_cast<const float*>(storage_->ptr) + offset_
+                  : nullptr;
 }
 
 int32_t* Tensor::data_i32() {
   NDT_ASSERT(dtype_ == DType::kI32, "tensor is not int32");
-  return storage_ ? static_cast<int32_t*>(storage_->ptr) : nullptr;
+  return storage_ ? static_cast<int32_t*>(storage_->ptr) + offset_ : nullptr;
 }
 
 const int32_t* Tensor::data_i32() const {
   NDT_ASSERT(dtype_ == DType::kI32, "tensor is not int32");
-  return storage_ ? static_cast<const int32_t*>(storage_->ptr) : nullptr;
+  return storage_ ? static_cast<const int32_t*>(storage_->ptr) + offset_
+                  : nullptr;
 }
 
 Tensor Tensor::view(Shape shape) const {
@@ -88,14 +90,25 @@ Tensor Tensor::view(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::slice(int64_t offset, Shape shape) const {
+  int64_t n = shape_numel(shape);
+  NDT_ASSERT(offset >= 0 && offset + n <= numel_, "slice of ", n,
+             " elements at ", offset, " outside ", shape_str(shape_));
+  Tensor t = *this;
+  t.offset_ = offset_ + offset;
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
+  return t;
+}
+
 Tensor Tensor::clone(MemTag tag) const {
   Tensor t(shape_, tag, dtype_);
-  if (numel_ > 0) std::memcpy(t.storage_->ptr, storage_->ptr, numel_ * 4);
+  if (numel_ > 0) std::memcpy(t.raw(), raw(), numel_ * 4);
   return t;
 }
 
 void Tensor::zero_() {
-  if (numel_ > 0) std::memset(storage_->ptr, 0, numel_ * 4);
+  if (numel_ > 0) std::memset(raw(), 0, numel_ * 4);
 }
 
 void Tensor::fill_(float value) {
@@ -107,7 +120,11 @@ void Tensor::copy_(const Tensor& src) {
   NDT_ASSERT(
       src.numel_ == numel_ && src.dtype_ == dtype_, "copy_ from ",
       shape_str(src.shape_), " into ", shape_str(shape_));
-  if (numel_ > 0) std::memcpy(storage_->ptr, src.storage_->ptr, numel_ * 4);
+  if (numel_ > 0) std::memcpy(raw(), src.raw(), numel_ * 4);
+}
+
+void* Tensor::raw() const {
+  return static_cast<char*>(storage_->ptr) + offset_ * 4;
 }
 
 }  // namespace ndt

@@ -69,6 +69,9 @@ class Tensor {
 
   // Same storage, new shape with the same element count.
   Tensor view(Shape shape) const;
+  // Same storage: `shape` elements starting `offset` elements into this
+  // tensor (e.g. a parameter's gradient inside a flat bucket).
+  Tensor slice(int64_t offset, Shape shape) const;
   // Deep copy into fresh storage with `tag`.
   Tensor clone(MemTag tag) const;
   void zero_();
@@ -77,6 +80,7 @@ class Tensor {
   void copy_(const Tensor& src);
 
  private:
+  void* raw() const;  // first element, any dtype
   struct Storage {
     void* ptr = nullptr;
     size_t bytes = 0;
@@ -84,6 +88,7 @@ class Tensor {
     ~Storage();
   };
   std::shared_ptr<Storage> storage_;
+  int64_t offset_ = 0;  // elements from the start of storage_
   Shape shape_;
   int64_t numel_ = 0;
   DType dtype_ = DType::kF32;

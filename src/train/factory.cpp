@@ -1,6 +1,8 @@
 #include "train/factory.h"
 
 #include "optim/adamw.h"
+#include "optim/lamb.h"
+#include "optim/lars.h"
 #include "optim/sgd.h"
 
 namespace ndt {
@@ -65,6 +67,29 @@ std::unique_ptr<Optimizer> make_optimizer(
       o.eps = c.eps;
       o.weight_decay = c.weight_decay;
       return std::make_unique<AdamW>(std::move(params), o);
+    }
+    case OptimKind::kLars: {
+      LarsOptions o;
+      o.mode = c.lars_mode == LarsModeKind::kPaper ? LarsMode::kPaper
+                                                    : LarsMode::kColossal;
+      o.momentum = c.momentum;
+      o.weight_decay = c.weight_decay;
+      o.trust_coef = c.trust_coef;
+      o.eps = c.eps;
+      o.trust_clip = c.trust_clip;
+      o.exclude_no_decay = c.exclude_no_decay;
+      return std::make_unique<Lars>(std::move(params), o);
+    }
+    case OptimKind::kLamb: {
+      LambOptions o;
+      o.beta1 = c.beta1;
+      o.beta2 = c.beta2;
+      o.eps = c.eps;
+      o.weight_decay = c.weight_decay;
+      o.bias_correction = c.lamb_bias_correction;
+      o.trust_clip = c.trust_clip;
+      o.exclude_no_decay = c.exclude_no_decay;
+      return std::make_unique<Lamb>(std::move(params), o);
     }
   }
   return nullptr;

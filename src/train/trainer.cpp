@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "base/check.h"
 #include "io/checkpoint.h"
@@ -16,6 +17,7 @@
 #include "optim/grad_norm.h"
 #include "tensor/memory.h"
 #include "train/data_source.h"
+#include "train/engine.h"
 #include "train/factory.h"
 #include "train/peak.h"
 
@@ -48,40 +50,6 @@ std::string human_duration(double s) {
     std::snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
   }
   return buf;
-}
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
-  int64_t samples = 0;
-};
-
-EvalResult evaluate(
-    Model& model,
-    DataSource& data,
-    const Config& config,
-    int64_t step) {
-  int64_t total = data.eval_size();
-  if (config.train.eval_samples > 0) {
-    total = std::min(total, config.train.eval_samples);
-  }
-  const int64_t B = config.train.batch_size;
-  LossStats stats;
-  Context ctx;
-  ctx.run.seed = config.train.seed;
-  ctx.run.step = step;
-  for (int64_t first = 0; first < total; first += B) {
-    int64_t n = std::min(B, total - first);
-    Tensor input = data.make_input(n);
-    Tensor targets = data.make_targets(n);
-    data.eval_batch(first, n, input, targets);
-    model.forward_eval(input, targets, ctx, stats);
-  }
-  EvalResult r;
-  r.loss = stats.loss_sum / std::max<int64_t>(stats.count, 1);
-  r.accuracy = double(stats.correct) / std::max<int64_t>(stats.count, 1);
-  r.samples = total;
-  return r;
 }
 
 std::vector<NamedTensor> to_named(const NamedState& state) {
@@ -151,32 +119,39 @@ int64_t resume(const Config& config, const std::string& dir, Model& model,
 }  // namespace
 
 TrainSummary run_training(const Config& config, const TrainOptions& options) {
-  std::ostream& out = options.out ? *options.out : std::cout;
+  const bool lead = options.dp_group == nullptr || options.dp_group->rank() == 0;
+  std::ostringstream quiet;
+  std::ostream& out = !lead ? quiet : options.out ? *options.out : std::cout;
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
 
   // Data first: a bad path fails before the model is allocated.
   DataSource data(config);
-  SerialBuilder builder;
-  std::unique_ptr<Model> model = make_model(config.model, builder);
-  model->init(config.train.seed);
-  std::vector<Parameter*> params = model->parameters();
-  std::unique_ptr<Optimizer> opt = make_optimizer(config.optim, params);
-  LrScheduleOptions schedule = make_lr_schedule(config);
+  Engine engine(config, data, options.dp_group);
+  Model& model = engine.model();
+  Optimizer& opt = engine.optimizer();
 
   const int64_t B = config.train.batch_size;
-  const double flops_per_step = model->flops_per_sample * B;
+  const int dp = config.parallel.dp;
+  const double flops_per_step = model.flops_per_sample * B;
   const double peak = measure_sgemm_peak_gflops();
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
-      << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s\n"
-      << "ndtrain: model " << model->kind << ", " << model->num_parameters()
+      << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s"
+      << (dp > 1 ? " per replica" : "") << "\n"
+      << "ndtrain: model " << model.kind << ", " << model.num_parameters()
       << " parameters, " << flops_per_step / 1e9 << " GFLOP per step (batch "
       << B << ")\n";
+  if (dp > 1) {
+    out << "ndtrain: data parallel, " << dp << " replicas ("
+        << to_string(config.parallel.dp_mode) << "), "
+        << config.parallel.grad_accum << " micro-batch(es) of "
+        << B / dp / config.parallel.grad_accum << " per replica\n";
+  }
 
   TrainSummary summary;
   summary.run_dir = config.run_dir();
-  fs::create_directories(summary.run_dir);
+  if (lead) fs::create_directories(summary.run_dir);
   int64_t start = 0;
   if (!config.train.resume.empty()) {
     std::string dir = config.train.resume;
@@ -186,21 +161,20 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
                 "train.resume=latest but no checkpoint exists under ",
                 summary.run_dir, "/checkpoints");
     }
-    start = resume(config, dir, *model, *opt);
+    start = resume(config, dir, model, opt);
     NDT_CHECK(start <= config.train.steps, ConfigError, "checkpoint ", dir,
               " is at step ", start, ", beyond train.steps=",
               config.train.steps);
     out << "ndtrain: resumed from " << dir << " at step " << start << "\n";
   }
-  std::ofstream metrics(summary.run_dir + "/metrics.jsonl",
-                        start > 0 ? std::ios::app : std::ios::trunc);
-  NDT_CHECK(metrics.good(), ConfigError, "cannot write ", summary.run_dir,
-            "/metrics.jsonl (run.dir)");
+  std::ofstream metrics;
+  if (lead) {
+    metrics.open(summary.run_dir + "/metrics.jsonl",
+                 start > 0 ? std::ios::app : std::ios::trunc);
+    NDT_CHECK(metrics.good(), ConfigError, "cannot write ", summary.run_dir,
+              "/metrics.jsonl (run.dir)");
+  }
 
-  Tensor input = data.make_input(B);
-  Tensor targets = data.make_targets(B);
-  Context ctx;
-  const int64_t terms = B * model->loss_terms_per_sample;
   const bool is_lm = config.model.kind == ModelKind::kGpt;
   auto t_start = Clock::now();
   auto t_window = t_start;
@@ -209,7 +183,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
 
   auto run_eval = [&](int64_t step) {
     auto t0 = Clock::now();
-    EvalResult r = evaluate(*model, data, config, step);
+    EvalResult r = engine.evaluate(step);
     summary.eval_loss = r.loss;
     nlohmann::json j = {{"step", step}, {"eval_loss", r.loss},
                         {"eval_samples", r.samples}};
@@ -220,36 +194,36 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
       out << " | accuracy " << 100.0 * r.accuracy << "%";
     }
     out << " | " << r.samples << " samples in " << seconds_since(t0) << " s\n";
-    metrics << j.dump() << "\n";
-    metrics.flush();
+    if (lead) {
+      metrics << j.dump() << "\n";
+      metrics.flush();
+    }
     t_window = Clock::now();  // keep eval out of throughput
+  };
+  auto checkpoint = [&](int64_t step) {
+    if (lead) summary.checkpoint = save(config, model, opt, step);
+    if (options.dp_group) options.dp_group->barrier();
+    t_window = Clock::now();
   };
 
   for (int64_t step = start; step < config.train.steps; ++step) {
-    ctx.run.seed = config.train.seed;
-    ctx.run.step = step;
-    ctx.run.sample_offset = 0;
-    data.train_batch(step * B, B, input, targets);
-    model->zero_grad();
-    LossStats stats;
-    model->forward_backward(input, targets, ctx, 1.0f / float(terms), stats);
-    double norm = clip_grad_norm(params, config.optim.clip_grad_norm);
-    float lr = lr_at(schedule, step);
-    opt->step(lr);
-    double loss = stats.loss_sum / double(stats.count);
-    NDT_CHECK(std::isfinite(loss), Error, "loss is ", loss, " at step ", step,
+    StepResult res = engine.step(step);
+    NDT_CHECK(std::isfinite(res.loss), Error, "loss is ", res.loss,
+              " at step ", step,
               " (diverged: lower optim.lr or set optim.clip_grad_norm)");
-    summary.losses.push_back(loss);
+    summary.losses.push_back(res.loss);
     summary.steps = step + 1;
     ++window_steps;
-    if (options.on_step) options.on_step({step, loss, lr, norm});
+    if (options.on_step) {
+      options.on_step({step, res.loss, res.lr, res.grad_norm});
+    }
 
     const bool last = step + 1 == config.train.steps;
     if ((step + 1) % config.train.log_every == 0 || last) {
       double dt = seconds_since(t_window);
       train_seconds += dt;
       double sps = window_steps * B / dt;
-      double mfu = window_steps * flops_per_step / dt / (peak * 1e9);
+      double mfu = window_steps * flops_per_step / dt / (peak * 1e9 * dp);
       MemoryStats mem = memory_stats();
       double eta = (config.train.steps - step - 1) * dt / window_steps;
       char line[256];
@@ -257,42 +231,43 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
                     "step %lld/%lld | loss %.4f | lr %.2e | %.0f %s/s | "
                     "MFU %.1f%% | mem %s | ETA %s",
                     static_cast<long long>(step + 1),
-                    static_cast<long long>(config.train.steps), loss, lr,
-                    is_lm ? sps * config.model.seq_len : sps,
+                    static_cast<long long>(config.train.steps), res.loss,
+                    res.lr, is_lm ? sps * config.model.seq_len : sps,
                     is_lm ? "tokens" : "samples", 100 * mfu,
                     human_bytes(double(mem.total_current_bytes)).c_str(),
                     human_duration(eta).c_str());
       out << line << "\n";
       out.flush();
       nlohmann::json j = {{"step", step + 1},
-                          {"loss", loss},
-                          {"lr", lr},
-                          {"grad_norm", norm},
+                          {"loss", res.loss},
+                          {"lr", res.lr},
+                          {"grad_norm", res.grad_norm},
                           {"samples_per_s", sps},
                           {"mfu", mfu},
                           {"mem_bytes", mem.total_current_bytes},
                           {"mem_peak_bytes", mem.total_peak_bytes},
                           {"train_seconds", train_seconds}};
       if (is_lm) j["tokens_per_s"] = sps * config.model.seq_len;
-      metrics << j.dump() << "\n";
-      metrics.flush();
+      if (lead) {
+        metrics << j.dump() << "\n";
+        metrics.flush();
+      }
       t_window = Clock::now();
       window_steps = 0;
     }
-    if (config.train.eval_every > 0 && (step + 1) % config.train.eval_every == 0 &&
-        !last) {
+    if (config.train.eval_every > 0 &&
+        (step + 1) % config.train.eval_every == 0 && !last) {
       run_eval(step + 1);
     }
     if (config.train.checkpoint_every > 0 &&
         (step + 1) % config.train.checkpoint_every == 0 && !last) {
-      summary.checkpoint = save(config, *model, *opt, step + 1);
-      t_window = Clock::now();
+      checkpoint(step + 1);
     }
   }
   summary.train_seconds = train_seconds;
   summary.steps = std::max(summary.steps, start);
   run_eval(summary.steps);
-  summary.checkpoint = save(config, *model, *opt, summary.steps);
+  checkpoint(summary.steps);
   out << "ndtrain: trained " << summary.steps << " steps in "
       << human_duration(seconds_since(t_start)) << " ("
       << human_duration(train_seconds) << " training)\n"

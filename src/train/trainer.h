@@ -25,9 +25,14 @@ struct StepInfo {
   double grad_norm = 0;
 };
 
+class ProcessGroup;
+
 struct TrainOptions {
   std::function<void(const StepInfo&)> on_step;  // after each step
   std::ostream* out = nullptr;                    // progress; null: stdout
+  // Data-parallel group for parallel.dp_mode=mpi (null: serial). Only its
+  // rank 0 prints and writes files.
+  ProcessGroup* dp_group = nullptr;
 };
 
 struct TrainSummary {

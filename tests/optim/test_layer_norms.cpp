@@ -18,8 +18,8 @@ namespace {
 using test::replicate;
 using test::shard;
 
-Parameter make_param(const std::string& name, Shape global,
-                     std::vector<Placement> placements) {
+Parameter make_param(
+    const std::string& name, Shape global, std::vector<Placement> placements) {
   Layout layout{std::move(global), std::move(placements)};
   Parameter p(name, layout.local_shape(), true, {});
   p.layout = layout;
@@ -28,9 +28,12 @@ Parameter make_param(const std::string& name, Shape global,
 }
 
 TEST(LayerNorms, ShardedAxesIgnoreReplicasAndWholeShards) {
-  Layout l{{8, 12},
-           {shard("tp", 0, 2, 1), replicate("sp"), shard("dp", 1, 2, 0),
-            shard("pp", 1, 1, 0)}};
+  Layout l{
+      {8, 12},
+      {shard("tp", 0, 2, 1),
+       replicate("sp"),
+       shard("dp", 1, 2, 0),
+       shard("pp", 1, 1, 0)}};
   EXPECT_EQ(sharded_axes(l), (std::vector<std::string>{"dp", "tp"}));
   EXPECT_TRUE(sharded_axes(Layout::full({4})).empty());
   EXPECT_TRUE(sharded_axes(Layout{{4}, {replicate("tp")}}).empty());
@@ -41,19 +44,20 @@ TEST(LayerNorms, ShardedAxesIgnoreReplicasAndWholeShards) {
 TEST(LayerNorms, ReducerGroupsByAxisSet) {
   Parameter a = make_param("a", {4, 6}, {shard("tp", 0, 2, 0)});
   Parameter b = make_param("b", {4, 6}, {replicate("tp")});
-  Parameter c = make_param(
-      "c", {4, 6}, {shard("tp", 0, 2, 1), shard("dp", 1, 2, 0)});
+  Parameter c =
+      make_param("c", {4, 6}, {shard("tp", 0, 2, 1), shard("dp", 1, 2, 0)});
   Parameter d = make_param("d", {4, 6}, {shard("tp", 1, 2, 0)});
-  Parameter e = make_param(
-      "e", {4, 6}, {shard("dp", 1, 3, 0), shard("tp", 0, 2, 1)});
+  Parameter e =
+      make_param("e", {4, 6}, {shard("dp", 1, 3, 0), shard("tp", 0, 2, 1)});
   std::vector<std::vector<std::string>> seen_axes;
   std::vector<std::vector<double>> seen_data;
-  AxisSumFn times_two = [&](const std::vector<std::string>& axes,
-                            double* data, int64_t n) {
-    seen_axes.push_back(axes);
-    seen_data.emplace_back(data, data + n);
-    for (int64_t i = 0; i < n; ++i) data[i] *= 2;
-  };
+  AxisSumFn times_two =
+      [&](const std::vector<std::string>& axes, double* data, int64_t n) {
+        seen_axes.push_back(axes);
+        seen_data.emplace_back(data, data + n);
+        for (int64_t i = 0; i < n; ++i)
+          data[i] *= 2;
+      };
   PerTensorReducer r({&a, &b, &c, &d, &e}, times_two);
   EXPECT_EQ(r.num_groups(), 2u);
   std::vector<double> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -69,8 +73,10 @@ TEST(LayerNorms, ReducerGroupsByAxisSet) {
 TEST(LayerNorms, SerialNeverCallsSum) {
   Parameter a("a", {3, 4}, true, {});
   Parameter b("b", {5}, false, {});
-  for (int i = 0; i < 12; ++i) a.value.data()[i] = 0.5f * i;
-  for (int i = 0; i < 5; ++i) b.value.data()[i] = -1.0f * i;
+  for (int i = 0; i < 12; ++i)
+    a.value.data()[i] = 0.5f * i;
+  for (int i = 0; i < 5; ++i)
+    b.value.data()[i] = -1.0f * i;
   int calls = 0;
   AxisSumFn count = [&](const std::vector<std::string>&, double*, int64_t) {
     ++calls;
@@ -111,8 +117,8 @@ void check_sharded_norms(int tp, int dp) {
     std::vector<const Tensor*> values, grads;
     for (size_t i = 0; i < owned.size(); ++i) {
       Parameter* p = owned[i].get();
-      p->grad.copy_(test::local_block(
-          test::global_grad(specs_r[i], 0), p->layout));
+      p->grad.copy_(
+          test::local_block(test::global_grad(specs_r[i], 0), p->layout));
       params.push_back(p);
       values.push_back(&p->value);
       grads.push_back(&p->grad);

@@ -31,7 +31,8 @@ class ThreadMesh {
       : names_(std::move(names)), sizes_(std::move(sizes)) {
     NDT_ASSERT(names_.size() == sizes_.size());
     size_ = 1;
-    for (int s : sizes_) size_ *= s;
+    for (int s : sizes_)
+      size_ *= s;
     calls_.assign(size_, 0);
   }
   int size() const {
@@ -71,8 +72,10 @@ class ThreadMesh {
   // Runs f(rank) on size() threads and joins them.
   void run(const std::function<void(int)>& f) {
     std::vector<std::thread> threads;
-    for (int r = 0; r < size_; ++r) threads.emplace_back(f, r);
-    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < size_; ++r)
+      threads.emplace_back(f, r);
+    for (std::thread& t : threads)
+      t.join();
   }
 
  private:
@@ -84,7 +87,8 @@ class ThreadMesh {
 
   int axis_index(const std::string& axis) const {
     for (size_t i = 0; i < names_.size(); ++i) {
-      if (names_[i] == axis) return static_cast<int>(i);
+      if (names_[i] == axis)
+        return static_cast<int>(i);
     }
     NDT_ASSERT(false, "no mesh axis '", axis, "'");
     return -1;
@@ -100,11 +104,11 @@ class ThreadMesh {
   // The group spanned by `axes` through `rank`, and rank's index in it
   // (row-major over `axes` in mesh order).
   std::pair<Group*, int> find_group(
-      int rank,
-      const std::vector<std::string>& axes) {
+      int rank, const std::vector<std::string>& axes) {
     std::vector<int> c = coords(rank);
     std::vector<bool> in(sizes_.size(), false);
-    for (const std::string& a : axes) in[axis_index(a)] = true;
+    for (const std::string& a : axes)
+      in[axis_index(a)] = true;
     std::vector<int> key_coords;
     int member = 0, n = 1;
     for (size_t i = 0; i < sizes_.size(); ++i) {
@@ -117,7 +121,8 @@ class ThreadMesh {
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto& g = groups_[{axes, key_coords}];
-    if (!g) g = std::make_unique<Group>(n);
+    if (!g)
+      g = std::make_unique<Group>(n);
     return {g.get(), member};
   }
 
@@ -182,7 +187,10 @@ inline std::vector<ShardSpec> sharded_specs(const ThreadMesh& mesh, int rank) {
       {"w_cols", {8, 12}, true, {shard("tp", 1, tp, t)}},
       {"ln", {12}, true, {replicate("tp")}},
       {"bias", {12}, false, {shard("tp", 0, tp, t)}},
-      {"w_2axes", {8, 12}, true, {shard("tp", 0, tp, t), shard("dp", 1, dp, d)}},
+      {"w_2axes",
+       {8, 12},
+       true,
+       {shard("tp", 0, tp, t), shard("dp", 1, dp, d)}},
   };
 }
 

@@ -1,0 +1,130 @@
+#include "parallel/ddp.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace ndt {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(
+    Model& model,
+    ProcessGroup& group,
+    int64_t bucket_bytes)
+    : model_(model), group_(group) {
+  // Backward order: head, last block, ..., input layer; within a module,
+  // its parameters in reverse declaration order.
+  for (int m = model.num_modules() - 1; m >= 0; --m) {
+    auto ps = model.module_parameters(m);
+    for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
+      params_.push_back(*it);
+      module_of_.push_back(m);
+    }
+  }
+  std::vector<int64_t> numels;
+  for (Parameter* p : params_) numels.push_back(p->grad.numel());
+  buckets_ = assign_buckets(numels, bucket_bytes);
+  bucket_of_.resize(params_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bk = buckets_[b];
+    Tensor flat = Tensor::zeros({bk.numel}, MemTag::kGrads);
+    for (size_t k = 0; k < bk.params.size(); ++k) {
+      Parameter* p = params_[bk.params[k]];
+      Tensor view = flat.slice(bk.offsets[k], p->grad.shape());
+      view.copy_(p->grad);
+      p->grad = view;  // the grad now lives in the bucket
+      bucket_of_[bk.params[k]] = static_cast<int>(b);
+    }
+    flat_.push_back(flat);
+  }
+  pending_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    pending_[b] = static_cast<int>(buckets_[b].params.size());
+  }
+  work_.resize(buckets_.size());
+  model_.on_backward_done = [this](int m) { on_module_done(m); };
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  model_.on_backward_done = nullptr;
+}
+
+void DistributedDataParallel::check_replicas_identical() {
+  // Per parameter: sum and sum of squares in double; max and -min over
+  // ranks must agree exactly.
+  std::vector<double> lo, hi;
+  for (Parameter* p : params_) {
+    double s = 0, q = 0;
+    const float* v = p->value.data();
+    for (int64_t i = 0; i < p->value.numel(); ++i) {
+      s += v[i];
+      q += double(v[i]) * v[i];
+    }
+    hi.push_back(s);
+    hi.push_back(q);
+  }
+  for (double x : hi) lo.push_back(-x);
+  std::vector<double> mine = hi;
+  group_.all_reduce(hi.data(), static_cast<int64_t>(hi.size()), ReduceOp::kMax);
+  group_.all_reduce(lo.data(), static_cast<int64_t>(lo.size()), ReduceOp::kMax);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    NDT_CHECK(hi[i] == -lo[i], ConfigError, "rank ", group_.rank(),
+              ": data-parallel replicas differ in parameter '",
+              params_[i / 2]->name,
+              "' at start (all ranks must build the same model and seed)");
+  }
+}
+
+void DistributedDataParallel::on_module_done(int module) {
+  if (!sync_ || group_.size() == 1) return;
+  // Parameters of `module` are final: count them off their buckets and
+  // launch every bucket that became complete, in bucket order.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (module_of_[i] != module) continue;
+    int b = bucket_of_[i];
+    if (--pending_[b] == 0) {
+      if (launched_ == 0) first_launch_ = now_s();
+      work_[b] = group_.all_reduce_async(flat_[b].data(), flat_[b].numel());
+      ++launched_;
+    }
+  }
+  progress();
+}
+
+void DistributedDataParallel::progress() {
+  for (auto& w : work_) {
+    if (w) w->test();
+  }
+}
+
+void DistributedDataParallel::finish() {
+  if (group_.size() > 1 && sync_) {
+    NDT_ASSERT(launched_ == static_cast<int>(buckets_.size()),
+               "only ", launched_, " of ", buckets_.size(),
+               " buckets were launched");
+    double t0 = now_s();
+    for (auto& w : work_) {
+      w->wait();
+      w.reset();
+    }
+    double t1 = now_s();
+    exposed_s_ += t1 - t0;
+    comm_s_ += t1 - first_launch_;
+  }
+  // Re-arm for the next backward.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    pending_[b] = static_cast<int>(buckets_[b].params.size());
+  }
+  launched_ = 0;
+}
+
+}  // namespace ndt

@@ -1,0 +1,75 @@
+// Distributed data parallel: one replica per rank of a ProcessGroup.
+//
+// Gradients live in flat fp32 buckets (parameter grads become slices of
+// them), assigned by assign_buckets() in backward order. A bucket's
+// all-reduce starts as soon as the last of its gradients is final (the
+// Model's on_backward_done hook), so communication overlaps the rest of
+// backward; finish() waits for the stragglers. With sync off (no_sync, for
+// gradient accumulation) gradients only accumulate locally.
+// Every rank scales its loss by 1 / (global number of loss terms), so the
+// all-reduced sum is the global-batch gradient: no division afterwards.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "comm/work.h"
+#include "nn/model.h"
+#include "parallel/buckets.h"
+
+namespace ndt {
+
+constexpr int64_t kDefaultBucketBytes = 4 << 20;
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(
+      Model& model,
+      ProcessGroup& group,
+      int64_t bucket_bytes = kDefaultBucketBytes);
+  ~DistributedDataParallel();
+
+  // Throws ConfigError when the replicas' parameters differ (compares a
+  // checksum of every parameter across ranks).
+  void check_replicas_identical();
+  // false: the next backward only accumulates (no communication).
+  void set_sync(bool sync) {
+    sync_ = sync;
+  }
+  // Waits for every bucket launched in this backward.
+  void finish();
+
+  const std::vector<Bucket>& buckets() const {
+    return buckets_;
+  }
+  // Seconds spent blocked in finish() (communication not hidden by
+  // backward) and from first launch to last completion, summed over steps.
+  double exposed_seconds() const {
+    return exposed_s_;
+  }
+  double comm_seconds() const {
+    return comm_s_;
+  }
+
+ private:
+  void on_module_done(int module);
+  void progress();
+
+  Model& model_;
+  ProcessGroup& group_;
+  std::vector<Parameter*> params_;     // backward order
+  std::vector<int> module_of_;         // per param (backward order)
+  std::vector<Bucket> buckets_;
+  std::vector<Tensor> flat_;           // one per bucket
+  std::vector<int> pending_;           // params not yet final, per bucket
+  std::vector<int> bucket_of_;         // per param
+  std::vector<std::unique_ptr<Work>> work_;
+  bool sync_ = true;
+  int launched_ = 0;
+  double exposed_s_ = 0;
+  double comm_s_ = 0;
+  double first_launch_ = 0;
+};
+
+}  // namespace ndt

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "nn/builder.h"
 #include "ops/ops.h"
 #include "train/data_source.h"
+#include "train/engine.h"
 #include "train/factory.h"
 #include "train/peak.h"
 #include "train/trainer.h"
@@ -98,8 +100,27 @@ struct Job {
   ProcessGroup* dp_group = nullptr;
 };
 
+// True when a launcher (mpirun/mpiexec, or a PMI-based one) started this
+// process. A plain `ndtrain train` does not initialise MPI at all: a
+// singleton MPI_Init would start a daemon and may bind the process to one
+// core.
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
 Job start_job(const Config& config, int* argc, char*** argv) {
   Job job;
+  if (!launched_by_mpi()) {
+    NDT_CHECK(config.parallel.dp == 1 ||
+                  config.parallel.dp_mode == DpMode::kThreads,
+              ConfigError, "parallel.dp=", config.parallel.dp,
+              " with parallel.dp_mode=mpi needs an MPI launch: mpirun -np ",
+              config.parallel.dp, " ndtrain ...");
+    return job;
+  }
   job.mpi = std::make_unique<MpiRuntime>(argc, argv);
   g_world_rank = job.mpi->world_rank();
   g_world_size = job.mpi->world_size();
@@ -141,32 +162,30 @@ int cmd_verify(const Args& a, int* argc, char*** argv) {
   return rep.pass ? 0 : 1;
 }
 
-// Times full training steps (forward, backward, optimizer) on one batch.
-int cmd_bench(const Args& a) {
+// Times full training steps (data, forward, backward, gradient
+// reduction, optimizer) of the configured layout on synthetic or real data.
+// Under mpirun with parallel.dp=N it times the distributed step and reports
+// how much of the all-reduce time backward hid.
+int cmd_bench(const Args& a, int* argc, char*** argv) {
   NDT_CHECK(!a.config.empty(), ConfigError, "bench needs -c CONFIG.yaml");
   NDT_CHECK(a.iters >= 1, ConfigError, "--iters must be >= 1");
   Config config = load_config(a.config, a.overrides);
+  Job job = start_job(config, argc, argv);
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
   DataSource data(config);
-  SerialBuilder builder;
-  auto model = make_model(config.model, builder);
-  model->init(config.train.seed);
-  auto params = model->parameters();
-  auto opt = make_optimizer(config.optim, params);
-  const int64_t B = config.train.batch_size;
-  Tensor input = data.make_input(B), targets = data.make_targets(B);
-  data.train_batch(0, B, input, targets);
-  const float scale = 1.0f / float(B * model->loss_terms_per_sample);
-  Context ctx;
+  Engine engine(config, data, job.dp_group);
   std::vector<double> ms;
+  double exposed0 = 0, comm0 = 0;
   for (int i = 0; i < a.warmup + a.iters; ++i) {
+    if (i == a.warmup && engine.ddp()) {
+      exposed0 = engine.ddp()->exposed_seconds();
+      comm0 = engine.ddp()->comm_seconds();
+    }
+    if (job.dp_group) job.dp_group->barrier();
     auto t0 = std::chrono::steady_clock::now();
-    model->zero_grad();
-    LossStats stats;
-    model->forward_backward(input, targets, ctx, scale, stats);
-    opt->step(config.optim.lr);
+    engine.step(i);
     double dt = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
@@ -175,12 +194,23 @@ int cmd_bench(const Args& a) {
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   if (ms.size() % 2 == 0) median = 0.5 * (ms[ms.size() / 2 - 1] + median);
+  if (g_world_rank > 0) return 0;
+  Model& model = engine.model();
   std::printf("ndtrain: %s, threads %d, %lld parameters\n",
               ops::blas_info().c_str(), threads,
-              static_cast<long long>(model->num_parameters()));
-  std::printf("bench model=%s threads=%d median_ms=%.3f flops_per_step=%.0f\n",
-              model->kind.c_str(), threads, median,
-              model->flops_per_sample * B);
+              static_cast<long long>(model.num_parameters()));
+  std::printf("bench model=%s threads=%d dp=%d median_ms=%.3f "
+              "flops_per_step=%.0f",
+              model.kind.c_str(), threads, config.parallel.dp, median,
+              model.flops_per_sample * config.train.batch_size);
+  if (engine.ddp()) {
+    double comm = (engine.ddp()->comm_seconds() - comm0) / a.iters;
+    double exposed = (engine.ddp()->exposed_seconds() - exposed0) / a.iters;
+    std::printf(" allreduce_ms=%.3f exposed_ms=%.3f hidden_fraction=%.3f",
+                1e3 * comm, 1e3 * exposed,
+                comm > 0 ? 1.0 - exposed / comm : 0.0);
+  }
+  std::printf("\n");
   return 0;
 }
 
@@ -202,7 +232,7 @@ int run(int argc, char** argv) {
   Args a = parse_args(argc, argv, 2);
   if (cmd == "train") return cmd_train(a, &argc, &argv);
   if (cmd == "verify") return cmd_verify(a, &argc, &argv);
-  if (cmd == "bench") return cmd_bench(a);
+  if (cmd == "bench") return cmd_bench(a, &argc, &argv);
   if (cmd == "peak") return cmd_peak(a);
   throw ConfigError("unknown command '" + cmd + "'\n" + kUsage);
 }

@@ -29,9 +29,8 @@ constexpr auto kWaitSlice = std::chrono::milliseconds(5);
 constexpr int64_t kReduceBlock = 512;
 
 Clock::time_point deadline_after(double seconds) {
-  return Clock::now() +
-      std::chrono::duration_cast<Clock::duration>(
-             std::chrono::duration<double>(seconds));
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
 }
 
 // One per run_local: the first failure of any rank, seen by every group
@@ -123,9 +122,11 @@ int encode_extra(ReduceOp op, int dtype) {
 template <typename T>
 void combine(T* acc, const T* x, int64_t len, ReduceOp op) {
   if (op == ReduceOp::kSum) {
-    for (int64_t k = 0; k < len; ++k) acc[k] += x[k];
+    for (int64_t k = 0; k < len; ++k)
+      acc[k] += x[k];
   } else {
-    for (int64_t k = 0; k < len; ++k) acc[k] = std::max(acc[k], x[k]);
+    for (int64_t k = 0; k < len; ++k)
+      acc[k] = std::max(acc[k], x[k]);
   }
 }
 
@@ -145,23 +146,24 @@ class LocalProcessGroup final : public ProcessGroup {
     return shared_->n;
   }
 
-  std::unique_ptr<Work>
-  all_reduce_async(float* buf, int64_t count, ReduceOp op) override {
+  std::unique_ptr<Work> all_reduce_async(
+      float* buf, int64_t count, ReduceOp op) override {
     return all_reduce_impl(buf, count, op, 0);
   }
-  std::unique_ptr<Work>
-  all_reduce_async(double* buf, int64_t count, ReduceOp op) override {
+  std::unique_ptr<Work> all_reduce_async(
+      double* buf, int64_t count, ReduceOp op) override {
     return all_reduce_impl(buf, count, op, 1);
   }
 
-  std::unique_ptr<Work>
-  reduce_scatter_async(const float* in, float* out, int64_t count) override {
+  std::unique_ptr<Work> reduce_scatter_async(
+      const float* in, float* out, int64_t count) override {
     constexpr OpType kOp = OpType::kReduceScatter;
     check_count(kOp, in, count);
     check_count(kOp, out, count);
     int64_t bytes = count * static_cast<int64_t>(sizeof(float));
     check_disjoint(kOp, in, bytes * size(), out, bytes);
-    if (count == 0) return std::make_unique<CompletedWork>();
+    if (count == 0)
+      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
     // This rank's block, summed in rank order; only this thread reads
     // block rank_ of the inputs.
@@ -179,28 +181,31 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work>
-  all_gather_async(const float* in, float* out, int64_t count) override {
+  std::unique_ptr<Work> all_gather_async(
+      const float* in, float* out, int64_t count) override {
     constexpr OpType kOp = OpType::kAllGather;
     check_count(kOp, in, count);
     check_count(kOp, out, count);
-    if (count == 0) return std::make_unique<CompletedWork>();
+    if (count == 0)
+      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
     for (int j = 0; j < size(); ++j) {
       const float* src = in_of<float>(j);
       float* dst = out + j * count;
-      if (src != dst) std::memcpy(dst, src, count * sizeof(float));
+      if (src != dst)
+        std::memcpy(dst, src, count * sizeof(float));
     }
     leave(kOp);
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work>
-  broadcast_async(float* buf, int64_t count, int root) override {
+  std::unique_ptr<Work> broadcast_async(
+      float* buf, int64_t count, int root) override {
     constexpr OpType kOp = OpType::kBroadcast;
     check_count(kOp, buf, count);
     check_rank(kOp, "root", root);
-    if (count == 0) return std::make_unique<CompletedWork>();
+    if (count == 0)
+      return std::make_unique<CompletedWork>();
     enter(kOp, buf, buf, count, root, 0);
     if (rank_ != root) {
       std::memcpy(buf, in_of<float>(root), count * sizeof(float));
@@ -209,13 +214,15 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work>
-  reduce_async(const float* in, float* out, int64_t count, int root) override {
+  std::unique_ptr<Work> reduce_async(
+      const float* in, float* out, int64_t count, int root) override {
     constexpr OpType kOp = OpType::kReduce;
     check_count(kOp, in, count);
     check_rank(kOp, "root", root);
-    if (rank_ == root) check_count(kOp, out, count);
-    if (count == 0) return std::make_unique<CompletedWork>();
+    if (rank_ == root)
+      check_count(kOp, out, count);
+    if (count == 0)
+      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, root, 0);
     // Element range [lo, hi) of the result is this thread's: it alone
     // reads those elements of every input and writes them on root, so in
@@ -235,35 +242,37 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work>
-  all_to_all_async(const float* in, float* out, int64_t count) override {
+  std::unique_ptr<Work> all_to_all_async(
+      const float* in, float* out, int64_t count) override {
     constexpr OpType kOp = OpType::kAllToAll;
     check_count(kOp, in, count);
     check_count(kOp, out, count);
     int64_t bytes = count * size() * static_cast<int64_t>(sizeof(float));
     check_disjoint(kOp, in, bytes, out, bytes);
-    if (count == 0) return std::make_unique<CompletedWork>();
+    if (count == 0)
+      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
     for (int j = 0; j < size(); ++j) {
       std::memcpy(
-          out + j * count, in_of<float>(j) + rank_ * count,
+          out + j * count,
+          in_of<float>(j) + rank_ * count,
           count * sizeof(float));
     }
     leave(kOp);
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work>
-  send_async(const float* buf, int64_t count, int peer, int tag) override;
-  std::unique_ptr<Work>
-  recv_async(float* buf, int64_t count, int peer, int tag) override;
+  std::unique_ptr<Work> send_async(
+      const float* buf, int64_t count, int peer, int tag) override;
+  std::unique_ptr<Work> recv_async(
+      float* buf, int64_t count, int peer, int tag) override;
 
   void barrier() override {
     barrier_wait(to_string(OpType::kBarrier));
   }
 
-  std::unique_ptr<ProcessGroup>
-  split(int color, int key, std::string name) override {
+  std::unique_ptr<ProcessGroup> split(
+      int color, int key, std::string name) override {
     const char* what = "split";
     Slot& mine = shared_->slots[rank_];
     mine = Slot{};
@@ -274,7 +283,8 @@ class LocalProcessGroup final : public ProcessGroup {
     check_same(what);
     std::vector<int> members;  // ranks of this group, in new-rank order
     for (int j = 0; j < size(); ++j) {
-      if (shared_->slots[j].color == color) members.push_back(j);
+      if (shared_->slots[j].color == color)
+        members.push_back(j);
     }
     std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
       return shared_->slots[a].key < shared_->slots[b].key;
@@ -282,7 +292,8 @@ class LocalProcessGroup final : public ProcessGroup {
     int leader = members.front();
     if (rank_ == leader) {
       std::vector<int> world;
-      for (int j : members) world.push_back(shared_->world_ranks[j]);
+      for (int j : members)
+        world.push_back(shared_->world_ranks[j]);
       mine.child = std::make_shared<Shared>(std::move(world), shared_->fail);
     }
     barrier_wait(what);
@@ -310,11 +321,12 @@ class LocalProcessGroup final : public ProcessGroup {
   }
 
   template <typename T>
-  std::unique_ptr<Work>
-  all_reduce_impl(T* buf, int64_t count, ReduceOp op, int dtype) {
+  std::unique_ptr<Work> all_reduce_impl(
+      T* buf, int64_t count, ReduceOp op, int dtype) {
     constexpr OpType kOp = OpType::kAllReduce;
     check_count(kOp, buf, count);
-    if (count == 0) return std::make_unique<CompletedWork>();
+    if (count == 0)
+      return std::make_unique<CompletedWork>();
     enter(kOp, buf, buf, count, 0, encode_extra(op, dtype));
     // Element range [lo, hi) is this thread's in every rank's buffer: it
     // reduces it in rank order and writes the result back to all of them.
@@ -327,7 +339,8 @@ class LocalProcessGroup final : public ProcessGroup {
     for (int64_t i = lo; i < hi; i += kReduceBlock) {
       int64_t len = std::min(kReduceBlock, hi - i);
       std::memcpy(acc, bufs[0] + i, len * sizeof(T));
-      for (int j = 1; j < size(); ++j) combine(acc, bufs[j] + i, len, op);
+      for (int j = 1; j < size(); ++j)
+        combine(acc, bufs[j] + i, len, op);
       for (int j = 0; j < size(); ++j) {
         std::memcpy(bufs[j] + i, acc, len * sizeof(T));
       }
@@ -367,13 +380,30 @@ class LocalProcessGroup final : public ProcessGroup {
     for (int j = 0; j < size(); ++j) {
       const Slot& s = shared_->slots[j];
       bool same = std::strcmp(s.what, mine.what) == 0 &&
-          s.count == mine.count && s.root == mine.root &&
-          s.extra == mine.extra;
+                  s.count == mine.count && s.root == mine.root &&
+                  s.extra == mine.extra;
       NDT_CHECK(
-          same, CommError, "rank ", label_rank(), ": ", what, " on group ",
-          name(), " (count ", mine.count, ", root ", mine.root,
-          ") does not match rank ", shared_->world_ranks[j], "'s ", s.what,
-          " (count ", s.count, ", root ", s.root, ")");
+          same,
+          CommError,
+          "rank ",
+          label_rank(),
+          ": ",
+          what,
+          " on group ",
+          name(),
+          " (count ",
+          mine.count,
+          ", root ",
+          mine.root,
+          ") does not match rank ",
+          shared_->world_ranks[j],
+          "'s ",
+          s.what,
+          " (count ",
+          s.count,
+          ", root ",
+          s.root,
+          ")");
     }
   }
 
@@ -381,18 +411,35 @@ class LocalProcessGroup final : public ProcessGroup {
   void throw_if_failed(const char* what) const {
     const Shared& s = *shared_;
     NDT_CHECK(
-        s.broken.empty(), CommError, "rank ", label_rank(), ": ", what,
-        " on group ", name(), " failed: ", s.broken);
+        s.broken.empty(),
+        CommError,
+        "rank ",
+        label_rank(),
+        ": ",
+        what,
+        " on group ",
+        name(),
+        " failed: ",
+        s.broken);
     NDT_CHECK(
-        !s.fail->failed, CommError, "rank ", label_rank(), ": ", what,
-        " on group ", name(), " failed: ", s.fail->get_reason());
+        !s.fail->failed,
+        CommError,
+        "rank ",
+        label_rank(),
+        ": ",
+        what,
+        " on group ",
+        name(),
+        " failed: ",
+        s.fail->get_reason());
   }
 
   void barrier_wait(const char* what) {
     Shared& s = *shared_;
     std::unique_lock<std::mutex> lk(s.mu);
     throw_if_failed(what);
-    if (s.n == 1) return;
+    if (s.n == 1)
+      return;
     const uint64_t ticket = s.generation;
     if (++s.arrived == s.n) {
       s.arrived = 0;
@@ -406,8 +453,15 @@ class LocalProcessGroup final : public ProcessGroup {
       auto now = Clock::now();
       if (now >= deadline) {
         std::string msg = detail::str_cat(
-            "rank ", label_rank(), ": ", what, " on group ", name(),
-            " timed out after ", timeout_s(), " s");
+            "rank ",
+            label_rank(),
+            ": ",
+            what,
+            " on group ",
+            name(),
+            " timed out after ",
+            timeout_s(),
+            " s");
         s.broken = msg;
         s.cv.notify_all();
         throw CommError(msg);
@@ -457,13 +511,13 @@ class LocalP2pWork final : public Work {
       auto now = Clock::now();
       if (now >= deadline && !entry_->matched) {
         // Withdraw the unmatched entry so that the group stays usable.
-        auto& queues =
-            op_ == OpType::kSend ? shared_->sends : shared_->recvs;
+        auto& queues = op_ == OpType::kSend ? shared_->sends : shared_->recvs;
         auto& q = queues[key_];
         q.erase(std::find(q.begin(), q.end(), entry_));
-        if (q.empty()) queues.erase(key_);
-        throw CommError(detail::str_cat(
-            label_, " timed out after ", limit, " s"));
+        if (q.empty())
+          queues.erase(key_);
+        throw CommError(
+            detail::str_cat(label_, " timed out after ", limit, " s"));
       }
       shared_->p2p_cv.wait_until(lk, std::min(deadline, now + kWaitSlice));
     }
@@ -472,11 +526,14 @@ class LocalP2pWork final : public Work {
  private:
   bool done_locked() const {
     NDT_CHECK(
-        entry_->error.empty(), CommError, label_, " failed: ",
-        entry_->error);
-    if (entry_->done) return true;
+        entry_->error.empty(), CommError, label_, " failed: ", entry_->error);
+    if (entry_->done)
+      return true;
     NDT_CHECK(
-        !shared_->fail->failed, CommError, label_, " failed: ",
+        !shared_->fail->failed,
+        CommError,
+        label_,
+        " failed: ",
         shared_->fail->get_reason());
     return false;
   }
@@ -513,8 +570,10 @@ std::shared_ptr<P2p> LocalProcessGroup::post_p2p(
       recv = rq->second.front();
       sq->second.pop_front();
       rq->second.pop_front();
-      if (sq->second.empty()) s.sends.erase(sq);
-      if (rq->second.empty()) s.recvs.erase(rq);
+      if (sq->second.empty())
+        s.sends.erase(sq);
+      if (rq->second.empty())
+        s.recvs.erase(rq);
       send->matched = recv->matched = true;
     }
   }
@@ -524,8 +583,13 @@ std::shared_ptr<P2p> LocalProcessGroup::post_p2p(
     std::string error;
     if (send->count != recv->count) {
       error = detail::str_cat(
-          "send of ", send->count, " elements matched a recv of ",
-          recv->count, " (tag ", tag, ")");
+          "send of ",
+          send->count,
+          " elements matched a recv of ",
+          recv->count,
+          " (tag ",
+          tag,
+          ")");
     } else if (send->count > 0) {
       std::memcpy(recv->dst, send->src, send->count * sizeof(float));
     }
@@ -538,33 +602,33 @@ std::shared_ptr<P2p> LocalProcessGroup::post_p2p(
 }
 
 std::unique_ptr<Work> LocalProcessGroup::send_async(
-    const float* buf,
-    int64_t count,
-    int peer,
-    int tag) {
+    const float* buf, int64_t count, int peer, int tag) {
   constexpr OpType kOp = OpType::kSend;
   check_count(kOp, buf, count);
   check_rank(kOp, "peer", peer);
   check_tag(kOp, tag);
   auto entry = post_p2p(true, buf, nullptr, count, peer, tag);
   return std::make_unique<LocalP2pWork>(
-      shared_, std::move(entry), kOp, P2pKey{rank_, peer, tag},
+      shared_,
+      std::move(entry),
+      kOp,
+      P2pKey{rank_, peer, tag},
       detail::comm_op_label(label_rank(), kOp, name(), peer, tag),
       timeout_s());
 }
 
 std::unique_ptr<Work> LocalProcessGroup::recv_async(
-    float* buf,
-    int64_t count,
-    int peer,
-    int tag) {
+    float* buf, int64_t count, int peer, int tag) {
   constexpr OpType kOp = OpType::kRecv;
   check_count(kOp, buf, count);
   check_rank(kOp, "peer", peer);
   check_tag(kOp, tag);
   auto entry = post_p2p(false, nullptr, buf, count, peer, tag);
   return std::make_unique<LocalP2pWork>(
-      shared_, std::move(entry), kOp, P2pKey{peer, rank_, tag},
+      shared_,
+      std::move(entry),
+      kOp,
+      P2pKey{peer, rank_, tag},
       detail::comm_op_label(label_rank(), kOp, name(), peer, tag),
       timeout_s());
 }
@@ -582,7 +646,8 @@ void run_local(int n, const std::function<void(ProcessGroup& pg)>& fn) {
   {
     const int r = omp_get_thread_num();
     if (omp_get_num_threads() != n) {
-      if (r == 0) started = omp_get_num_threads();
+      if (r == 0)
+        started = omp_get_num_threads();
     } else {
       try {
         LocalProcessGroup pg(shared, r, "world");
@@ -593,9 +658,15 @@ void run_local(int n, const std::function<void(ProcessGroup& pg)>& fn) {
     }
   }
   NDT_CHECK(
-      started == n, Error, "run_local(", n, "): OpenMP started ", started,
+      started == n,
+      Error,
+      "run_local(",
+      n,
+      "): OpenMP started ",
+      started,
       " threads (called inside a parallel region, or OMP_THREAD_LIMIT?)");
-  if (fail->first) std::rethrow_exception(fail->first);
+  if (fail->first)
+    std::rethrow_exception(fail->first);
 }
 
 }  // namespace ndt

@@ -11,7 +11,8 @@ namespace {
 std::string list_str(const std::vector<int>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) s += ',';
+    if (i > 0)
+      s += ',';
     s += std::to_string(v[i]);
   }
   return s + "]";
@@ -19,7 +20,8 @@ std::string list_str(const std::vector<int>& v) {
 
 int64_t product(const std::vector<int>& sizes) {
   int64_t p = 1;
-  for (int s : sizes) p *= s;
+  for (int s : sizes)
+    p *= s;
   return p;
 }
 
@@ -27,8 +29,11 @@ int64_t product(const std::vector<int>& sizes) {
 
 std::vector<int> mesh_coords(int rank, const std::vector<int>& sizes) {
   NDT_ASSERT(
-      rank >= 0 && rank < product(sizes), "rank ", rank,
-      " outside mesh ", list_str(sizes));
+      rank >= 0 && rank < product(sizes),
+      "rank ",
+      rank,
+      " outside mesh ",
+      list_str(sizes));
   std::vector<int> coords(sizes.size());
   for (size_t i = sizes.size(); i-- > 0;) {
     coords[i] = rank % sizes[i];
@@ -42,26 +47,34 @@ int mesh_rank(const std::vector<int>& coords, const std::vector<int>& sizes) {
   int rank = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     NDT_ASSERT(
-        coords[i] >= 0 && coords[i] < sizes[i], "coord ", coords[i],
-        " outside axis ", i, " of mesh ", list_str(sizes));
+        coords[i] >= 0 && coords[i] < sizes[i],
+        "coord ",
+        coords[i],
+        " outside axis ",
+        i,
+        " of mesh ",
+        list_str(sizes));
     rank = rank * sizes[i] + coords[i];
   }
   return rank;
 }
 
 std::vector<int> mesh_group_ranks(
-    int rank,
-    const std::vector<int>& sizes,
-    const std::vector<int>& axes) {
+    int rank, const std::vector<int>& sizes, const std::vector<int>& axes) {
   std::vector<int> coords = mesh_coords(rank, sizes);
   int n = 1;
   for (size_t i = 0; i < axes.size(); ++i) {
     NDT_ASSERT(
         axes[i] >= 0 && axes[i] < static_cast<int>(sizes.size()),
-        "axis ", axes[i], " outside mesh ", list_str(sizes));
+        "axis ",
+        axes[i],
+        " outside mesh ",
+        list_str(sizes));
     NDT_ASSERT(
-        std::count(axes.begin(), axes.end(), axes[i]) == 1, "axis ",
-        axes[i], " repeated");
+        std::count(axes.begin(), axes.end(), axes[i]) == 1,
+        "axis ",
+        axes[i],
+        " repeated");
     n *= sizes[axes[i]];
   }
   std::vector<int> ranks(n);
@@ -78,34 +91,53 @@ std::vector<int> mesh_group_ranks(
 }
 
 Mesh::Mesh(
-    ProcessGroup& world,
-    std::vector<int> sizes,
-    std::vector<std::string> names)
+    ProcessGroup& world, std::vector<int> sizes, std::vector<std::string> names)
     : world_(world), sizes_(std::move(sizes)), names_(std::move(names)) {
   NDT_CHECK(
-      sizes_.size() == names_.size() && !sizes_.empty(), ConfigError,
-      "mesh: ", names_.size(), " axis names for ", sizes_.size(),
-      " sizes ", list_str(sizes_));
+      sizes_.size() == names_.size() && !sizes_.empty(),
+      ConfigError,
+      "mesh: ",
+      names_.size(),
+      " axis names for ",
+      sizes_.size(),
+      " sizes ",
+      list_str(sizes_));
   std::set<std::string> seen;
   for (size_t i = 0; i < sizes_.size(); ++i) {
     NDT_CHECK(
         !names_[i].empty() && names_[i].find(',') == std::string::npos,
-        ConfigError, "mesh: axis ", i,
+        ConfigError,
+        "mesh: axis ",
+        i,
         " needs a non-empty name without ','");
     NDT_CHECK(
-        seen.insert(names_[i]).second, ConfigError, "mesh: axis name '",
-        names_[i], "' repeated");
+        seen.insert(names_[i]).second,
+        ConfigError,
+        "mesh: axis name '",
+        names_[i],
+        "' repeated");
     NDT_CHECK(
-        sizes_[i] >= 1, ConfigError, "mesh: axis '", names_[i],
-        "' has size ", sizes_[i], "; sizes must be >= 1");
+        sizes_[i] >= 1,
+        ConfigError,
+        "mesh: axis '",
+        names_[i],
+        "' has size ",
+        sizes_[i],
+        "; sizes must be >= 1");
   }
   NDT_CHECK(
-      product(sizes_) == world_.size(), ConfigError, "mesh sizes ",
-      list_str(sizes_), " (product ", product(sizes_),
-      ") do not match the world size ", world_.size());
+      product(sizes_) == world_.size(),
+      ConfigError,
+      "mesh sizes ",
+      list_str(sizes_),
+      " (product ",
+      product(sizes_),
+      ") do not match the world size ",
+      world_.size());
   rank_ = world_.rank();
   coords_ = mesh_coords(rank_, sizes_);
-  for (int a = 0; a < static_cast<int>(sizes_.size()); ++a) make_group({a});
+  for (int a = 0; a < static_cast<int>(sizes_.size()); ++a)
+    make_group({a});
 }
 
 int Mesh::axis_index(std::string_view axis) const {
@@ -113,11 +145,12 @@ int Mesh::axis_index(std::string_view axis) const {
   if (it == names_.end()) {
     std::string known;
     for (const auto& n : names_) {
-      if (!known.empty()) known += ", ";
+      if (!known.empty())
+        known += ", ";
       known += n;
     }
-    throw ConfigError(detail::str_cat(
-        "unknown mesh axis '", axis, "' (axes: ", known, ")"));
+    throw ConfigError(
+        detail::str_cat("unknown mesh axis '", axis, "' (axes: ", known, ")"));
   }
   return static_cast<int>(it - names_.begin());
 }
@@ -136,13 +169,15 @@ ProcessGroup& Mesh::group(std::string_view axis) {
 
 ProcessGroup& Mesh::group(std::initializer_list<std::string_view> axes) {
   std::vector<int> idx;
-  for (std::string_view a : axes) idx.push_back(axis_index(a));
+  for (std::string_view a : axes)
+    idx.push_back(axis_index(a));
   return make_group(idx);
 }
 
 ProcessGroup& Mesh::group(const std::vector<std::string>& axes) {
   std::vector<int> idx;
-  for (const auto& a : axes) idx.push_back(axis_index(a));
+  for (const auto& a : axes)
+    idx.push_back(axis_index(a));
   return make_group(idx);
 }
 
@@ -151,13 +186,18 @@ ProcessGroup& Mesh::make_group(const std::vector<int>& axes) {
   std::string name;
   for (int a : axes) {
     NDT_CHECK(
-        std::count(axes.begin(), axes.end(), a) == 1, ConfigError,
-        "mesh: axis '", names_[a], "' repeated in a group");
-    if (!name.empty()) name += ',';
+        std::count(axes.begin(), axes.end(), a) == 1,
+        ConfigError,
+        "mesh: axis '",
+        names_[a],
+        "' repeated in a group");
+    if (!name.empty())
+      name += ',';
     name += names_[a];
   }
   auto it = groups_.find(name);
-  if (it != groups_.end()) return *it->second;
+  if (it != groups_.end())
+    return *it->second;
   std::vector<int> members = mesh_group_ranks(rank_, sizes_, axes);
   // Color: the member with all group coords 0 (first of the list), which
   // every member computes alike; key: my position, i.e. my group rank.
@@ -166,8 +206,16 @@ ProcessGroup& Mesh::make_group(const std::vector<int>& axes) {
   auto pg = world_.split(members.front(), key, name);
   NDT_ASSERT(
       pg->rank() == key && pg->size() == static_cast<int>(members.size()),
-      "split of group ", name, " gave rank ", pg->rank(), "/", pg->size(),
-      ", expected ", key, "/", members.size());
+      "split of group ",
+      name,
+      " gave rank ",
+      pg->rank(),
+      "/",
+      pg->size(),
+      ", expected ",
+      key,
+      "/",
+      members.size());
   return *groups_.emplace(name, std::move(pg)).first->second;
 }
 

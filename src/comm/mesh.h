@@ -33,9 +33,7 @@ int mesh_rank(const std::vector<int>& coords, const std::vector<int>& sizes);
 // row-major over `axes` in the order given (last listed axis fastest).
 // Position i in the result is group rank i.
 std::vector<int> mesh_group_ranks(
-    int rank,
-    const std::vector<int>& sizes,
-    const std::vector<int>& axes);
+    int rank, const std::vector<int>& sizes, const std::vector<int>& axes);
 
 class Mesh {
  public:
@@ -44,7 +42,10 @@ class Mesh {
   // names and sizes differ in length, a name is empty or repeated, a size
   // is < 1, or product(sizes) != world.size() (naming the sizes). `world`
   // must outlive the mesh.
-  Mesh(ProcessGroup& world, std::vector<int> sizes, std::vector<std::string> names);
+  Mesh(
+      ProcessGroup& world,
+      std::vector<int> sizes,
+      std::vector<std::string> names);
 
   ProcessGroup& world() {
     return world_;

@@ -21,29 +21,40 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-[[noreturn]] void mpi_fail(int rc, const char* call, const char* file, int line) {
+[[noreturn]] void mpi_fail(
+    int rc, const char* call, const char* file, int line) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+    len = 0;
   int world_rank = -1;
-  if (MpiRuntime::active()) MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  if (MpiRuntime::active())
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   std::string fn(call, std::strcspn(call, "("));
   throw CommError(detail::str_cat(
-      "rank ", world_rank, ": ", fn, " failed: ",
-      len > 0 ? std::string(msg, len) : "error " + std::to_string(rc), " (",
-      file, ":", line, ")"));
+      "rank ",
+      world_rank,
+      ": ",
+      fn,
+      " failed: ",
+      len > 0 ? std::string(msg, len) : "error " + std::to_string(rc),
+      " (",
+      file,
+      ":",
+      line,
+      ")"));
 }
 
 }  // namespace
 }  // namespace ndt
 
 // Turns an MPI return code into CommError with MPI_Error_string.
-#define NDT_MPI_CHECK(call)                                  \
-  do {                                                       \
-    int ndt_rc_ = (call);                                    \
-    if (ndt_rc_ != MPI_SUCCESS) {                            \
-      ::ndt::mpi_fail(ndt_rc_, #call, __FILE__, __LINE__);   \
-    }                                                        \
+#define NDT_MPI_CHECK(call)                                \
+  do {                                                     \
+    int ndt_rc_ = (call);                                  \
+    if (ndt_rc_ != MPI_SUCCESS) {                          \
+      ::ndt::mpi_fail(ndt_rc_, #call, __FILE__, __LINE__); \
+    }                                                      \
   } while (0)
 
 namespace ndt {
@@ -156,9 +167,11 @@ MPI_Op mpi_op(ReduceOp op) {
 template <typename T>
 void combine(T* acc, const T* x, int64_t len, ReduceOp op) {
   if (op == ReduceOp::kSum) {
-    for (int64_t k = 0; k < len; ++k) acc[k] += x[k];
+    for (int64_t k = 0; k < len; ++k)
+      acc[k] += x[k];
   } else {
-    for (int64_t k = 0; k < len; ++k) acc[k] = std::max(acc[k], x[k]);
+    for (int64_t k = 0; k < len; ++k)
+      acc[k] = std::max(acc[k], x[k]);
   }
 }
 
@@ -198,12 +211,14 @@ class RoundOp : public MpiOp {
         nreq_[slot] = post(started_, reqs_[slot]);
         ++started_;
       }
-      if (finished_ == rounds_) return true;
+      if (finished_ == rounds_)
+        return true;
       int slot = static_cast<int>(finished_ % kDepth);
       int flag = 0;
       NDT_MPI_CHECK(
           MPI_Testall(nreq_[slot], reqs_[slot], &flag, MPI_STATUSES_IGNORE));
-      if (!flag) return false;
+      if (!flag)
+        return false;
       nreq_[slot] = 0;
       finish(finished_);
       ++finished_;
@@ -289,13 +304,23 @@ class RingAllReduce final : public RoundOp {
     const MPI_Datatype type = mpi_type<T>();
     if (rcv.len > 0) {
       NDT_MPI_CHECK(MPI_Irecv(
-          dst, static_cast<int>(rcv.len), type, mod(r - 1, n), kRingTag,
-          s_.coll, &reqs[nreq++]));
+          dst,
+          static_cast<int>(rcv.len),
+          type,
+          mod(r - 1, n),
+          kRingTag,
+          s_.coll,
+          &reqs[nreq++]));
     }
     if (snd.len > 0) {
       NDT_MPI_CHECK(MPI_Isend(
-          buf_ + snd.lo, static_cast<int>(snd.len), type, mod(r + 1, n),
-          kRingTag, s_.coll, &reqs[nreq++]));
+          buf_ + snd.lo,
+          static_cast<int>(snd.len),
+          type,
+          mod(r + 1, n),
+          kRingTag,
+          s_.coll,
+          &reqs[nreq++]));
     }
     return nreq;
   }
@@ -303,7 +328,8 @@ class RingAllReduce final : public RoundOp {
   void finish(int64_t k) override {
     const int n = s_.size, r = s_.rank;
     int64_t t = k / parts_, p = k % parts_;
-    if (t >= n - 1) return;
+    if (t >= n - 1)
+      return;
     Range rcv = seg_piece(mod(r - t - 1, n), p);
     combine(buf_ + rcv.lo, scratch_ + (k % 2) * slot_elems_, rcv.len, op_);
   }
@@ -341,19 +367,31 @@ class RingReduceScatter final : public RoundOp {
     const int n = s_.size, r = s_.rank;
     if (k == 0) {
       slot_elems_ = ceil_div(count_, parts_);
-      scratch_ = static_cast<float*>(s_.scratch(2 * slot_elems_ * sizeof(float)));
+      scratch_ =
+          static_cast<float*>(s_.scratch(2 * slot_elems_ * sizeof(float)));
     }
     int64_t t = k / parts_, p = k % parts_;
     Range pc = piece(0, count_, p, parts_);
     int send_blk = mod(r - t - 1, n);
     const float* src = t == 0 ? in_ + send_blk * count_ + pc.lo : out_ + pc.lo;
-    if (pc.len == 0) return 0;
+    if (pc.len == 0)
+      return 0;
     NDT_MPI_CHECK(MPI_Irecv(
-        scratch_ + (k % 2) * slot_elems_, static_cast<int>(pc.len), MPI_FLOAT,
-        mod(r - 1, n), kRingTag, s_.coll, &reqs[0]));
+        scratch_ + (k % 2) * slot_elems_,
+        static_cast<int>(pc.len),
+        MPI_FLOAT,
+        mod(r - 1, n),
+        kRingTag,
+        s_.coll,
+        &reqs[0]));
     NDT_MPI_CHECK(MPI_Isend(
-        src, static_cast<int>(pc.len), MPI_FLOAT, mod(r + 1, n), kRingTag,
-        s_.coll, &reqs[1]));
+        src,
+        static_cast<int>(pc.len),
+        MPI_FLOAT,
+        mod(r + 1, n),
+        kRingTag,
+        s_.coll,
+        &reqs[1]));
     return 2;
   }
 
@@ -364,7 +402,8 @@ class RingReduceScatter final : public RoundOp {
     const float* mine = in_ + mod(r - t - 2, n) * count_ + pc.lo;
     const float* got = scratch_ + (k % 2) * slot_elems_;
     float* dst = out_ + pc.lo;
-    for (int64_t i = 0; i < pc.len; ++i) dst[i] = got[i] + mine[i];
+    for (int64_t i = 0; i < pc.len; ++i)
+      dst[i] = got[i] + mine[i];
   }
 
  private:
@@ -395,13 +434,24 @@ class RingAllGather final : public RoundOp {
     }
     int64_t t = k / parts_, p = k % parts_;
     Range pc = piece(0, count_, p, parts_);
-    if (pc.len == 0) return 0;
+    if (pc.len == 0)
+      return 0;
     NDT_MPI_CHECK(MPI_Irecv(
-        out_ + mod(r - t - 1, n) * count_ + pc.lo, static_cast<int>(pc.len),
-        MPI_FLOAT, mod(r - 1, n), kRingTag, s_.coll, &reqs[0]));
+        out_ + mod(r - t - 1, n) * count_ + pc.lo,
+        static_cast<int>(pc.len),
+        MPI_FLOAT,
+        mod(r - 1, n),
+        kRingTag,
+        s_.coll,
+        &reqs[0]));
     NDT_MPI_CHECK(MPI_Isend(
-        out_ + mod(r - t, n) * count_ + pc.lo, static_cast<int>(pc.len),
-        MPI_FLOAT, mod(r + 1, n), kRingTag, s_.coll, &reqs[1]));
+        out_ + mod(r - t, n) * count_ + pc.lo,
+        static_cast<int>(pc.len),
+        MPI_FLOAT,
+        mod(r + 1, n),
+        kRingTag,
+        s_.coll,
+        &reqs[1]));
     return 2;
   }
 
@@ -428,19 +478,29 @@ class PairwiseAllToAll final : public RoundOp {
   int post(int64_t k, MPI_Request* reqs) override {
     const int n = s_.size, r = s_.rank;
     if (k == 0) {
-      std::memcpy(
-          out_ + r * count_, in_ + r * count_, count_ * sizeof(float));
+      std::memcpy(out_ + r * count_, in_ + r * count_, count_ * sizeof(float));
     }
     int64_t t = k / parts_ + 1, p = k % parts_;
     Range pc = piece(0, count_, p, parts_);
-    if (pc.len == 0) return 0;
+    if (pc.len == 0)
+      return 0;
     int to = mod(r + t, n), from = mod(r - t, n);
     NDT_MPI_CHECK(MPI_Irecv(
-        out_ + from * count_ + pc.lo, static_cast<int>(pc.len), MPI_FLOAT,
-        from, kRingTag, s_.coll, &reqs[0]));
+        out_ + from * count_ + pc.lo,
+        static_cast<int>(pc.len),
+        MPI_FLOAT,
+        from,
+        kRingTag,
+        s_.coll,
+        &reqs[0]));
     NDT_MPI_CHECK(MPI_Isend(
-        in_ + to * count_ + pc.lo, static_cast<int>(pc.len), MPI_FLOAT, to,
-        kRingTag, s_.coll, &reqs[1]));
+        in_ + to * count_ + pc.lo,
+        static_cast<int>(pc.len),
+        MPI_FLOAT,
+        to,
+        kRingTag,
+        s_.coll,
+        &reqs[1]));
     return 2;
   }
 
@@ -462,16 +522,27 @@ class P2pOp final : public MpiOp {
     reqs_.reserve(parts);
     for (int64_t p = 0; p < parts; ++p) {
       Range pc = piece(0, count, p, parts);
-      if (pc.len == 0 && count > 0) continue;
+      if (pc.len == 0 && count > 0)
+        continue;
       MPI_Request req;
       if (type == OpType::kSend) {
         NDT_MPI_CHECK(MPI_Isend(
-            buf + pc.lo, static_cast<int>(pc.len), MPI_FLOAT, peer, tag,
-            s.comm, &req));
+            buf + pc.lo,
+            static_cast<int>(pc.len),
+            MPI_FLOAT,
+            peer,
+            tag,
+            s.comm,
+            &req));
       } else {
         NDT_MPI_CHECK(MPI_Irecv(
-            buf + pc.lo, static_cast<int>(pc.len), MPI_FLOAT, peer, tag,
-            s.comm, &req));
+            buf + pc.lo,
+            static_cast<int>(pc.len),
+            MPI_FLOAT,
+            peer,
+            tag,
+            s.comm,
+            &req));
       }
       reqs_.push_back(req);
     }
@@ -480,17 +551,22 @@ class P2pOp final : public MpiOp {
   bool advance() override {
     int flag = 0;
     NDT_MPI_CHECK(MPI_Testall(
-        static_cast<int>(reqs_.size()), reqs_.data(), &flag,
+        static_cast<int>(reqs_.size()),
+        reqs_.data(),
+        &flag,
         MPI_STATUSES_IGNORE));
-    if (flag) ++g_progress_events;
+    if (flag)
+      ++g_progress_events;
     return flag != 0;
   }
 
   // A recv can be cancelled (a send in general cannot).
   bool abandon() override {
-    if (type() != OpType::kRecv) return false;
+    if (type() != OpType::kRecv)
+      return false;
     for (MPI_Request& req : reqs_) {
-      if (req == MPI_REQUEST_NULL) continue;
+      if (req == MPI_REQUEST_NULL)
+        continue;
       NDT_MPI_CHECK(MPI_Cancel(&req));
       NDT_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
     }
@@ -513,36 +589,39 @@ void progress_group(State& s) {
     }
     while (!s.queue.empty()) {
       MpiOp& op = *s.queue.front();
-      if (!op.advance()) break;
+      if (!op.advance())
+        break;
       op.done = true;
       ++g_progress_events;
       s.queue.pop_front();
     }
   } catch (const std::exception& e) {
-    if (s.broken.empty()) s.broken = e.what();
+    if (s.broken.empty())
+      s.broken = e.what();
     throw;
   }
 }
 
 void progress_all() {
   for (State* s : registry()) {
-    if (s->broken.empty()) progress_group(*s);
+    if (s->broken.empty())
+      progress_group(*s);
   }
 }
 
 class MpiWork final : public Work {
  public:
   MpiWork(
-      std::shared_ptr<State> state,
-      std::shared_ptr<MpiOp> op,
-      double timeout_s)
+      std::shared_ptr<State> state, std::shared_ptr<MpiOp> op, double timeout_s)
       : state_(std::move(state)), op_(std::move(op)), timeout_s_(timeout_s) {}
 
   bool test() override {
-    if (op_->done) return true;
+    if (op_->done)
+      return true;
     throw_if_broken();
     progress_all();
-    if (op_->done) return true;
+    if (op_->done)
+      return true;
     throw_if_broken();
     return false;
   }
@@ -556,21 +635,22 @@ class MpiWork final : public Work {
   void wait(double timeout_s) override {
     const double limit = timeout_s > 0 ? timeout_s : timeout_s_;
     const auto start = Clock::now();
-    const auto deadline = start +
-        std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(limit));
+    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(limit));
     uint64_t seen = g_progress_events;
     auto last_move = start;
     while (!test()) {
       auto now = Clock::now();
-      if (now >= deadline) on_timeout(limit);
+      if (now >= deadline)
+        on_timeout(limit);
       if (g_progress_events != seen) {
         seen = g_progress_events;
         last_move = now;
       }
       auto still = now - last_move;
       if (still < std::chrono::milliseconds(10)) {
-        if (g_oversubscribed) sched_yield();
+        if (g_oversubscribed)
+          sched_yield();
       } else if (still < std::chrono::milliseconds(100)) {
         sched_yield();
       } else if (still < std::chrono::milliseconds(1000)) {
@@ -584,13 +664,20 @@ class MpiWork final : public Work {
  private:
   void throw_if_broken() const {
     NDT_CHECK(
-        state_->broken.empty(), CommError, op_->label(), " failed: ",
+        state_->broken.empty(),
+        CommError,
+        op_->label(),
+        " failed: ",
         state_->broken);
   }
 
   [[noreturn]] void on_timeout(double limit) {
     std::string msg = detail::comm_timeout_message(
-        state_->world_rank, op_->type(), state_->name, limit, op_->peer(),
+        state_->world_rank,
+        op_->type(),
+        state_->name,
+        limit,
+        op_->peer(),
         op_->tag());
     if (op_->abandon()) {
       auto& p2p = state_->p2p;
@@ -618,6 +705,7 @@ MpiProcessGroup::State::State(MPI_Comm owned, std::string group_name)
   NDT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   NDT_MPI_CHECK(MPI_Comm_size(comm, &size));
   NDT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  ring_min_bytes = size == 2 ? 0 : MpiProcessGroup::kDefaultRingMinBytes;
   registry().push_back(this);
 }
 
@@ -629,8 +717,10 @@ MpiProcessGroup::State::~State() {
     mem_free(scratch_ptr, scratch_bytes, MemTag::kComm);
   }
   if (MpiRuntime::active()) {
-    if (coll != MPI_COMM_NULL) MPI_Comm_free(&coll);
-    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    if (coll != MPI_COMM_NULL)
+      MPI_Comm_free(&coll);
+    if (comm != MPI_COMM_NULL)
+      MPI_Comm_free(&comm);
   }
 }
 
@@ -652,12 +742,13 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Initialized(&initialized);
   NDT_CHECK(!initialized, CommError, "MpiRuntime: MPI is already initialised");
   int provided = MPI_THREAD_SINGLE;
-  NDT_MPI_CHECK(
-      MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  NDT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   NDT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   NDT_CHECK(
-      provided >= MPI_THREAD_FUNNELED, CommError,
-      "MpiRuntime: MPI provides thread level ", provided,
+      provided >= MPI_THREAD_FUNNELED,
+      CommError,
+      "MpiRuntime: MPI provides thread level ",
+      provided,
       " (need at least MPI_THREAD_FUNNELED)");
   NDT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
   NDT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
@@ -674,7 +765,8 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
 }
 
 MpiRuntime::~MpiRuntime() {
-  if (active()) MPI_Finalize();
+  if (active())
+    MPI_Finalize();
 }
 
 bool MpiRuntime::active() {
@@ -685,7 +777,8 @@ bool MpiRuntime::active() {
 }
 
 void MpiRuntime::abort(int code) {
-  if (active()) MPI_Abort(MPI_COMM_WORLD, code);
+  if (active())
+    MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 std::unique_ptr<MpiProcessGroup> MpiRuntime::world() {
@@ -712,8 +805,12 @@ int MpiProcessGroup::size() const {
 
 void MpiProcessGroup::set_chunk_bytes(int64_t bytes) {
   NDT_CHECK(
-      bytes >= 64 && bytes <= (int64_t{1} << 30), ConfigError, "group ",
-      name(), ": chunk_bytes must be in [64, 1 GiB], got ", bytes);
+      bytes >= 64 && bytes <= (int64_t{1} << 30),
+      ConfigError,
+      "group ",
+      name(),
+      ": chunk_bytes must be in [64, 1 GiB], got ",
+      bytes);
   state_->chunk_bytes = bytes;
 }
 
@@ -723,8 +820,12 @@ int64_t MpiProcessGroup::chunk_bytes() const {
 
 void MpiProcessGroup::set_ring_min_bytes(int64_t bytes) {
   NDT_CHECK(
-      bytes >= 0, ConfigError, "group ", name(),
-      ": ring_min_bytes must be >= 0, got ", bytes);
+      bytes >= 0,
+      ConfigError,
+      "group ",
+      name(),
+      ": ring_min_bytes must be >= 0, got ",
+      bytes);
   state_->ring_min_bytes = bytes;
 }
 
@@ -734,9 +835,11 @@ int64_t MpiProcessGroup::ring_min_bytes() const {
 
 void MpiProcessGroup::check_usable(OpType op) const {
   NDT_CHECK(
-      state_->broken.empty(), CommError,
+      state_->broken.empty(),
+      CommError,
       detail::comm_op_label(state_->world_rank, op, name()),
-      " cannot start: the group failed earlier: ", state_->broken);
+      " cannot start: the group failed earlier: ",
+      state_->broken);
 }
 
 std::unique_ptr<Work> MpiProcessGroup::submit(std::shared_ptr<MpiOp> op) {
@@ -754,51 +857,59 @@ int64_t chunks_of(const State& s, int64_t count, int64_t esize) {
 }
 
 template <typename T>
-std::shared_ptr<MpiOp>
-make_all_reduce(State& s, T* buf, int64_t count, ReduceOp op) {
+std::shared_ptr<MpiOp> make_all_reduce(
+    State& s, T* buf, int64_t count, ReduceOp op) {
   if (count * int64_t{sizeof(T)} >= s.ring_min_bytes) {
     return std::make_shared<RingAllReduce<T>>(s, buf, count, op);
   }
   int64_t chunks = chunks_of(s, count, sizeof(T));
   return std::make_shared<NbcOp>(
-      s, OpType::kAllReduce, chunks,
+      s,
+      OpType::kAllReduce,
+      chunks,
       [&s, buf, count, chunks, op](int64_t k, MPI_Request* req) {
         Range pc = piece(0, count, k, chunks);
         NDT_MPI_CHECK(MPI_Iallreduce(
-            MPI_IN_PLACE, buf + pc.lo, static_cast<int>(pc.len),
-            mpi_type<T>(), mpi_op(op), s.coll, req));
+            MPI_IN_PLACE,
+            buf + pc.lo,
+            static_cast<int>(pc.len),
+            mpi_type<T>(),
+            mpi_op(op),
+            s.coll,
+            req));
       });
 }
 
 }  // namespace
 
-std::unique_ptr<Work>
-MpiProcessGroup::all_reduce_async(float* buf, int64_t count, ReduceOp op) {
+std::unique_ptr<Work> MpiProcessGroup::all_reduce_async(
+    float* buf, int64_t count, ReduceOp op) {
   check_count(OpType::kAllReduce, buf, count);
   check_usable(OpType::kAllReduce);
-  if (count == 0 || size() == 1) return std::make_unique<CompletedWork>();
+  if (count == 0 || size() == 1)
+    return std::make_unique<CompletedWork>();
   return submit(make_all_reduce(*state_, buf, count, op));
 }
 
-std::unique_ptr<Work>
-MpiProcessGroup::all_reduce_async(double* buf, int64_t count, ReduceOp op) {
+std::unique_ptr<Work> MpiProcessGroup::all_reduce_async(
+    double* buf, int64_t count, ReduceOp op) {
   check_count(OpType::kAllReduce, buf, count);
   check_usable(OpType::kAllReduce);
-  if (count == 0 || size() == 1) return std::make_unique<CompletedWork>();
+  if (count == 0 || size() == 1)
+    return std::make_unique<CompletedWork>();
   return submit(make_all_reduce(*state_, buf, count, op));
 }
 
 std::unique_ptr<Work> MpiProcessGroup::reduce_scatter_async(
-    const float* in,
-    float* out,
-    int64_t count) {
+    const float* in, float* out, int64_t count) {
   constexpr OpType kOp = OpType::kReduceScatter;
   check_count(kOp, in, count);
   check_count(kOp, out, count);
   const int64_t bytes = count * int64_t{sizeof(float)};
   check_disjoint(kOp, in, bytes * size(), out, bytes);
   check_usable(kOp);
-  if (count == 0) return std::make_unique<CompletedWork>();
+  if (count == 0)
+    return std::make_unique<CompletedWork>();
   if (size() == 1) {
     std::memcpy(out, in, bytes);
     return std::make_unique<CompletedWork>();
@@ -810,23 +921,22 @@ std::unique_ptr<Work> MpiProcessGroup::reduce_scatter_async(
   return submit(std::make_shared<NbcOp>(
       s, kOp, 1, [&s, in, out, count](int64_t, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Ireduce_scatter_block(
-            in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, s.coll,
-            req));
+            in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, s.coll, req));
       }));
 }
 
 std::unique_ptr<Work> MpiProcessGroup::all_gather_async(
-    const float* in,
-    float* out,
-    int64_t count) {
+    const float* in, float* out, int64_t count) {
   constexpr OpType kOp = OpType::kAllGather;
   check_count(kOp, in, count);
   check_count(kOp, out, count);
   check_usable(kOp);
-  if (count == 0) return std::make_unique<CompletedWork>();
+  if (count == 0)
+    return std::make_unique<CompletedWork>();
   const int64_t bytes = count * int64_t{sizeof(float)};
   if (size() == 1) {
-    if (in != out) std::memmove(out, in, bytes);
+    if (in != out)
+      std::memmove(out, in, bytes);
     return std::make_unique<CompletedWork>();
   }
   State& s = *state_;
@@ -837,71 +947,90 @@ std::unique_ptr<Work> MpiProcessGroup::all_gather_async(
   return submit(std::make_shared<NbcOp>(
       s, kOp, 1, [&s, in, out, count, in_place](int64_t, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Iallgather(
-            in_place ? MPI_IN_PLACE : in, static_cast<int>(count), MPI_FLOAT,
-            out, static_cast<int>(count), MPI_FLOAT, s.coll, req));
+            in_place ? MPI_IN_PLACE : in,
+            static_cast<int>(count),
+            MPI_FLOAT,
+            out,
+            static_cast<int>(count),
+            MPI_FLOAT,
+            s.coll,
+            req));
       }));
 }
 
-std::unique_ptr<Work>
-MpiProcessGroup::broadcast_async(float* buf, int64_t count, int root) {
+std::unique_ptr<Work> MpiProcessGroup::broadcast_async(
+    float* buf, int64_t count, int root) {
   constexpr OpType kOp = OpType::kBroadcast;
   check_count(kOp, buf, count);
   check_rank(kOp, "root", root);
   check_usable(kOp);
-  if (count == 0 || size() == 1) return std::make_unique<CompletedWork>();
+  if (count == 0 || size() == 1)
+    return std::make_unique<CompletedWork>();
   State& s = *state_;
   int64_t chunks = chunks_of(s, count, sizeof(float));
   return submit(std::make_shared<NbcOp>(
-      s, kOp, chunks,
+      s,
+      kOp,
+      chunks,
       [&s, buf, count, chunks, root](int64_t k, MPI_Request* req) {
         Range pc = piece(0, count, k, chunks);
         NDT_MPI_CHECK(MPI_Ibcast(
-            buf + pc.lo, static_cast<int>(pc.len), MPI_FLOAT, root, s.coll,
+            buf + pc.lo,
+            static_cast<int>(pc.len),
+            MPI_FLOAT,
+            root,
+            s.coll,
             req));
       }));
 }
 
 std::unique_ptr<Work> MpiProcessGroup::reduce_async(
-    const float* in,
-    float* out,
-    int64_t count,
-    int root) {
+    const float* in, float* out, int64_t count, int root) {
   constexpr OpType kOp = OpType::kReduce;
   check_count(kOp, in, count);
   check_rank(kOp, "root", root);
-  if (rank() == root) check_count(kOp, out, count);
+  if (rank() == root)
+    check_count(kOp, out, count);
   check_usable(kOp);
-  if (count == 0) return std::make_unique<CompletedWork>();
+  if (count == 0)
+    return std::make_unique<CompletedWork>();
   if (size() == 1) {
-    if (in != out) std::memmove(out, in, count * sizeof(float));
+    if (in != out)
+      std::memmove(out, in, count * sizeof(float));
     return std::make_unique<CompletedWork>();
   }
   State& s = *state_;
   int64_t chunks = chunks_of(s, count, sizeof(float));
   const bool is_root = rank() == root;
   return submit(std::make_shared<NbcOp>(
-      s, kOp, chunks,
-      [&s, in, out, count, chunks, root, is_root](
-          int64_t k, MPI_Request* req) {
+      s,
+      kOp,
+      chunks,
+      [&s, in, out, count, chunks, root, is_root](int64_t k, MPI_Request* req) {
         Range pc = piece(0, count, k, chunks);
         const void* send = is_root && in == out ? MPI_IN_PLACE : in + pc.lo;
         NDT_MPI_CHECK(MPI_Ireduce(
-            send, is_root ? out + pc.lo : nullptr, static_cast<int>(pc.len),
-            MPI_FLOAT, MPI_SUM, root, s.coll, req));
+            send,
+            is_root ? out + pc.lo : nullptr,
+            static_cast<int>(pc.len),
+            MPI_FLOAT,
+            MPI_SUM,
+            root,
+            s.coll,
+            req));
       }));
 }
 
 std::unique_ptr<Work> MpiProcessGroup::all_to_all_async(
-    const float* in,
-    float* out,
-    int64_t count) {
+    const float* in, float* out, int64_t count) {
   constexpr OpType kOp = OpType::kAllToAll;
   check_count(kOp, in, count);
   check_count(kOp, out, count);
   const int64_t bytes = count * size() * int64_t{sizeof(float)};
   check_disjoint(kOp, in, bytes, out, bytes);
   check_usable(kOp);
-  if (count == 0) return std::make_unique<CompletedWork>();
+  if (count == 0)
+    return std::make_unique<CompletedWork>();
   if (size() == 1) {
     std::memcpy(out, in, bytes);
     return std::make_unique<CompletedWork>();
@@ -913,16 +1042,19 @@ std::unique_ptr<Work> MpiProcessGroup::all_to_all_async(
   return submit(std::make_shared<NbcOp>(
       s, kOp, 1, [&s, in, out, count](int64_t, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Ialltoall(
-            in, static_cast<int>(count), MPI_FLOAT, out,
-            static_cast<int>(count), MPI_FLOAT, s.coll, req));
+            in,
+            static_cast<int>(count),
+            MPI_FLOAT,
+            out,
+            static_cast<int>(count),
+            MPI_FLOAT,
+            s.coll,
+            req));
       }));
 }
 
 std::unique_ptr<Work> MpiProcessGroup::send_async(
-    const float* buf,
-    int64_t count,
-    int peer,
-    int tag) {
+    const float* buf, int64_t count, int peer, int tag) {
   constexpr OpType kOp = OpType::kSend;
   check_count(kOp, buf, count);
   check_rank(kOp, "peer", peer);
@@ -935,8 +1067,8 @@ std::unique_ptr<Work> MpiProcessGroup::send_async(
   return std::make_unique<MpiWork>(state_, std::move(op), timeout_s());
 }
 
-std::unique_ptr<Work>
-MpiProcessGroup::recv_async(float* buf, int64_t count, int peer, int tag) {
+std::unique_ptr<Work> MpiProcessGroup::recv_async(
+    float* buf, int64_t count, int peer, int tag) {
   constexpr OpType kOp = OpType::kRecv;
   check_count(kOp, buf, count);
   check_rank(kOp, "peer", peer);
@@ -950,20 +1082,22 @@ MpiProcessGroup::recv_async(float* buf, int64_t count, int peer, int tag) {
 void MpiProcessGroup::barrier() {
   check_usable(OpType::kBarrier);
   State& s = *state_;
-  submit(std::make_shared<NbcOp>(
-             s, OpType::kBarrier, 1,
-             [&s](int64_t, MPI_Request* req) {
-               NDT_MPI_CHECK(MPI_Ibarrier(s.coll, req));
-             }))
-      ->wait();
+  submit(std::make_shared<
+             NbcOp>(s, OpType::kBarrier, 1, [&s](int64_t, MPI_Request* req) {
+    NDT_MPI_CHECK(MPI_Ibarrier(s.coll, req));
+  }))->wait();
 }
 
-std::unique_ptr<ProcessGroup>
-MpiProcessGroup::split(int color, int key, std::string name) {
+std::unique_ptr<ProcessGroup> MpiProcessGroup::split(
+    int color, int key, std::string name) {
   check_usable(OpType::kBarrier);
   NDT_CHECK(
-      color >= 0, ConfigError, "split of group ", this->name(),
-      ": color must be >= 0, got ", color);
+      color >= 0,
+      ConfigError,
+      "split of group ",
+      this->name(),
+      ": color must be >= 0, got ",
+      color);
   // Finish queued collectives first: a peer waiting on one of them needs
   // this rank's progress, which a blocking MPI_Comm_split would withhold.
   if (!state_->queue.empty()) {
@@ -973,16 +1107,22 @@ MpiProcessGroup::split(int color, int key, std::string name) {
   NDT_MPI_CHECK(MPI_Comm_split(state_->comm, color, key, &comm));
   auto state = std::make_shared<State>(comm, name);
   state->chunk_bytes = state_->chunk_bytes;
-  state->ring_min_bytes = state_->ring_min_bytes;
-  auto pg = std::make_unique<MpiProcessGroup>(std::move(state), std::move(name));
+  auto pg =
+      std::make_unique<MpiProcessGroup>(std::move(state), std::move(name));
   pg->set_timeout_s(timeout_s());
   return pg;
 }
 
 void MpiProcessGroup::progress() {
   NDT_CHECK(
-      state_->broken.empty(), CommError, "rank ", state_->world_rank,
-      ": progress on group ", name(), " failed: ", state_->broken);
+      state_->broken.empty(),
+      CommError,
+      "rank ",
+      state_->world_rank,
+      ": progress on group ",
+      name(),
+      " failed: ",
+      state_->broken);
   progress_all();
 }
 

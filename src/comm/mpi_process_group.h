@@ -16,10 +16,17 @@
 // pieces of at most chunk_bytes() per message (OpenMPI slows sharply on
 // single messages >= 32 MiB): all_reduce, reduce_scatter, all_gather and
 // all_to_all of at least ring_min_bytes() use our own pipelined ring /
-// pairwise exchange over MPI_Isend/Irecv with a persistent scratch of
-// 2 * chunk_bytes() per group; smaller ones, broadcast, reduce and barrier
-// use MPI's nonblocking collectives, chunked. send/recv post all their
-// pieces at once (so same-tag messages keep their order).
+// pairwise exchange over MPI_Isend/Irecv with a persistent scratch (up to
+// 2 * chunk_bytes() per group, MemTag::kComm, grown on demand); smaller
+// ones, broadcast, reduce and barrier use MPI's nonblocking collectives,
+// chunked. (OpenMPI's own collectives malloc a temporary of the message
+// size per call; at >= 32 MiB glibc hands back fresh pages every time.)
+// send/recv post all their pieces at once (so same-tag messages keep their
+// order).
+//
+// wait() polls: it spins while rounds keep completing if this node has a
+// core per rank, yields between polls if the node is oversubscribed, and
+// yields, then sleeps, once nothing has moved for 10 / 100 ms.
 //
 // Threads: MPI is initialised MPI_THREAD_SERIALIZED; call MPI groups from
 // one thread at a time (in practice the main thread, outside OpenMP
@@ -82,7 +89,10 @@ class MpiRuntime {
 class MpiProcessGroup final : public ProcessGroup {
  public:
   static constexpr int64_t kDefaultChunkBytes = int64_t{8} << 20;
-  static constexpr int64_t kDefaultRingMinBytes = int64_t{64} << 10;
+  // Default ring_min_bytes(): groups of 2 always use the ring (2 rounds,
+  // faster than MPI's at every size measured); larger groups switch at
+  // 1 MiB, below which MPI's fewer, latency-bound rounds win.
+  static constexpr int64_t kDefaultRingMinBytes = int64_t{1} << 20;
 
   struct State;  // communicators, queue and scratch; in the .cpp
   MpiProcessGroup(std::shared_ptr<State> state, std::string name);
@@ -91,29 +101,29 @@ class MpiProcessGroup final : public ProcessGroup {
   int rank() const override;
   int size() const override;
 
-  std::unique_ptr<Work>
-  all_reduce_async(float* buf, int64_t count, ReduceOp op) override;
-  std::unique_ptr<Work>
-  all_reduce_async(double* buf, int64_t count, ReduceOp op) override;
-  std::unique_ptr<Work>
-  reduce_scatter_async(const float* in, float* out, int64_t count) override;
-  std::unique_ptr<Work>
-  all_gather_async(const float* in, float* out, int64_t count) override;
-  std::unique_ptr<Work>
-  broadcast_async(float* buf, int64_t count, int root) override;
-  std::unique_ptr<Work>
-  reduce_async(const float* in, float* out, int64_t count, int root) override;
-  std::unique_ptr<Work>
-  all_to_all_async(const float* in, float* out, int64_t count) override;
-  std::unique_ptr<Work>
-  send_async(const float* buf, int64_t count, int peer, int tag) override;
-  std::unique_ptr<Work>
-  recv_async(float* buf, int64_t count, int peer, int tag) override;
+  std::unique_ptr<Work> all_reduce_async(
+      float* buf, int64_t count, ReduceOp op) override;
+  std::unique_ptr<Work> all_reduce_async(
+      double* buf, int64_t count, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter_async(
+      const float* in, float* out, int64_t count) override;
+  std::unique_ptr<Work> all_gather_async(
+      const float* in, float* out, int64_t count) override;
+  std::unique_ptr<Work> broadcast_async(
+      float* buf, int64_t count, int root) override;
+  std::unique_ptr<Work> reduce_async(
+      const float* in, float* out, int64_t count, int root) override;
+  std::unique_ptr<Work> all_to_all_async(
+      const float* in, float* out, int64_t count) override;
+  std::unique_ptr<Work> send_async(
+      const float* buf, int64_t count, int peer, int tag) override;
+  std::unique_ptr<Work> recv_async(
+      float* buf, int64_t count, int peer, int tag) override;
   void barrier() override;
   // Completes this group's queued collectives first, then MPI_Comm_split
   // (blocking, without watchdog).
-  std::unique_ptr<ProcessGroup>
-  split(int color, int key, std::string name) override;
+  std::unique_ptr<ProcessGroup> split(
+      int color, int key, std::string name) override;
   void progress() override;
 
   // Tuning; must be identical on every rank of the group and changed only
@@ -123,7 +133,10 @@ class MpiProcessGroup final : public ProcessGroup {
   int64_t chunk_bytes() const;
   // all_reduce / reduce_scatter / all_gather / all_to_all buffers of at
   // least this many bytes (the whole size()*count buffer for the last
-  // three) use the ring / pairwise algorithms; smaller ones use MPI's.
+  // three) use the ring / pairwise algorithms, smaller ones MPI's (in
+  // chunks for all_reduce; the other three also take the ring for any
+  // buffer over chunk_bytes(), as MPI's cannot be cut into pieces).
+  // Default: 0 when size() == 2, else kDefaultRingMinBytes.
   void set_ring_min_bytes(int64_t bytes);
   int64_t ring_min_bytes() const;
 

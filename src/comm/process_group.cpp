@@ -8,8 +8,13 @@ namespace ndt {
 
 void ProcessGroup::set_timeout_s(double seconds) {
   NDT_CHECK(
-      seconds > 0, ConfigError, "group ", name_,
-      ": timeout must be positive, got ", seconds, " s");
+      seconds > 0,
+      ConfigError,
+      "group ",
+      name_,
+      ": timeout must be positive, got ",
+      seconds,
+      " s");
   timeout_s_ = seconds;
 }
 
@@ -34,10 +39,7 @@ void ProcessGroup::broadcast(float* buf, int64_t count, int root) {
 }
 
 void ProcessGroup::reduce(
-    const float* in,
-    float* out,
-    int64_t count,
-    int root) {
+    const float* in, float* out, int64_t count, int root) {
   reduce_async(in, out, count, root)->wait();
 }
 
@@ -54,27 +56,52 @@ void ProcessGroup::recv(float* buf, int64_t count, int peer, int tag) {
 }
 
 void ProcessGroup::check_count(
-    OpType op,
-    const void* buf,
-    int64_t count) const {
+    OpType op, const void* buf, int64_t count) const {
   NDT_CHECK(
-      count >= 0, Error, to_string(op), " on group ", name_,
-      ": negative count ", count);
+      count >= 0,
+      Error,
+      to_string(op),
+      " on group ",
+      name_,
+      ": negative count ",
+      count);
   NDT_CHECK(
-      count == 0 || buf != nullptr, Error, to_string(op), " on group ",
-      name_, ": null buffer for ", count, " elements");
+      count == 0 || buf != nullptr,
+      Error,
+      to_string(op),
+      " on group ",
+      name_,
+      ": null buffer for ",
+      count,
+      " elements");
 }
 
 void ProcessGroup::check_rank(OpType op, const char* what, int r) const {
   NDT_CHECK(
-      r >= 0 && r < size(), Error, to_string(op), " on group ", name_, ": ",
-      what, " ", r, " is not a rank of this group (size ", size(), ")");
+      r >= 0 && r < size(),
+      Error,
+      to_string(op),
+      " on group ",
+      name_,
+      ": ",
+      what,
+      " ",
+      r,
+      " is not a rank of this group (size ",
+      size(),
+      ")");
 }
 
 void ProcessGroup::check_tag(OpType op, int tag) const {
   NDT_CHECK(
-      tag >= 0 && tag < 32768, Error, to_string(op), " on group ", name_,
-      ": tag ", tag, " outside [0, 32768)");
+      tag >= 0 && tag < 32768,
+      Error,
+      to_string(op),
+      " on group ",
+      name_,
+      ": tag ",
+      tag,
+      " outside [0, 32768)");
 }
 
 void ProcessGroup::check_disjoint(
@@ -86,10 +113,14 @@ void ProcessGroup::check_disjoint(
   auto pa = reinterpret_cast<uintptr_t>(a);
   auto pb = reinterpret_cast<uintptr_t>(b);
   bool overlap = a_bytes > 0 && b_bytes > 0 &&
-      pa < pb + static_cast<uintptr_t>(b_bytes) &&
-      pb < pa + static_cast<uintptr_t>(a_bytes);
+                 pa < pb + static_cast<uintptr_t>(b_bytes) &&
+                 pb < pa + static_cast<uintptr_t>(a_bytes);
   NDT_CHECK(
-      !overlap, Error, to_string(op), " on group ", name_,
+      !overlap,
+      Error,
+      to_string(op),
+      " on group ",
+      name_,
       ": input and output buffers overlap");
 }
 

@@ -44,39 +44,35 @@ class ProcessGroup {
 
   // buf: count elements, replaced by the element-wise reduction over ranks.
   virtual std::unique_ptr<Work> all_reduce_async(
-      float* buf,
-      int64_t count,
-      ReduceOp op = ReduceOp::kSum) = 0;
+      float* buf, int64_t count, ReduceOp op = ReduceOp::kSum) = 0;
   virtual std::unique_ptr<Work> all_reduce_async(
-      double* buf,
-      int64_t count,
-      ReduceOp op = ReduceOp::kSum) = 0;
+      double* buf, int64_t count, ReduceOp op = ReduceOp::kSum) = 0;
   // in: size()*count; out: count = block rank() of the sum over ranks.
   // out must not overlap in.
-  virtual std::unique_ptr<Work>
-  reduce_scatter_async(const float* in, float* out, int64_t count) = 0;
+  virtual std::unique_ptr<Work> reduce_scatter_async(
+      const float* in, float* out, int64_t count) = 0;
   // in: count; out: size()*count, block j = rank j's in. in may be block
   // rank() of out (in place).
-  virtual std::unique_ptr<Work>
-  all_gather_async(const float* in, float* out, int64_t count) = 0;
+  virtual std::unique_ptr<Work> all_gather_async(
+      const float* in, float* out, int64_t count) = 0;
   // buf: count elements, root's values on return.
-  virtual std::unique_ptr<Work>
-  broadcast_async(float* buf, int64_t count, int root) = 0;
+  virtual std::unique_ptr<Work> broadcast_async(
+      float* buf, int64_t count, int root) = 0;
   // out (count, root only; may be null elsewhere) = sum over ranks of in
   // (count). On root in may equal out.
-  virtual std::unique_ptr<Work>
-  reduce_async(const float* in, float* out, int64_t count, int root) = 0;
+  virtual std::unique_ptr<Work> reduce_async(
+      const float* in, float* out, int64_t count, int root) = 0;
   // in, out: size()*count; block j of in goes to rank j, block j of out
   // comes from rank j. out must not overlap in.
-  virtual std::unique_ptr<Work>
-  all_to_all_async(const float* in, float* out, int64_t count) = 0;
+  virtual std::unique_ptr<Work> all_to_all_async(
+      const float* in, float* out, int64_t count) = 0;
   // Point to point; messages between two ranks with the same tag arrive in
   // the order they were sent. 0 <= tag < 32768. The send and its matching
   // recv must have the same count.
-  virtual std::unique_ptr<Work>
-  send_async(const float* buf, int64_t count, int peer, int tag) = 0;
-  virtual std::unique_ptr<Work>
-  recv_async(float* buf, int64_t count, int peer, int tag) = 0;
+  virtual std::unique_ptr<Work> send_async(
+      const float* buf, int64_t count, int peer, int tag) = 0;
+  virtual std::unique_ptr<Work> recv_async(
+      float* buf, int64_t count, int peer, int tag) = 0;
   // Blocks until every rank has entered; same watchdog as wait().
   virtual void barrier() = 0;
 
@@ -84,8 +80,8 @@ class ProcessGroup {
   // group, ordered by (key, rank in this group). Every rank must call it,
   // in the same order relative to its other collectives. The new group
   // inherits timeout_s().
-  virtual std::unique_ptr<ProcessGroup>
-  split(int color, int key, std::string name) = 0;
+  virtual std::unique_ptr<ProcessGroup> split(
+      int color, int key, std::string name) = 0;
 
   // Advances outstanding async operations without blocking (what test()
   // on any of their Works does). Backends that need no progress calls do

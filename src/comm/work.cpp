@@ -31,16 +31,19 @@ const char* to_string(OpType op) {
 namespace detail {
 
 std::string comm_op_label(
-    int rank,
-    OpType op,
-    const std::string& group,
-    int peer,
-    int tag) {
+    int rank, OpType op, const std::string& group, int peer, int tag) {
   if (peer >= 0 && (op == OpType::kSend || op == OpType::kRecv)) {
     return str_cat(
-        "rank ", rank, ": ", to_string(op),
-        op == OpType::kSend ? " to peer " : " from peer ", peer, " (tag ",
-        tag, ") on group ", group);
+        "rank ",
+        rank,
+        ": ",
+        to_string(op),
+        op == OpType::kSend ? " to peer " : " from peer ",
+        peer,
+        " (tag ",
+        tag,
+        ") on group ",
+        group);
   }
   return str_cat("rank ", rank, ": ", to_string(op), " on group ", group);
 }
@@ -53,8 +56,10 @@ std::string comm_timeout_message(
     int peer,
     int tag) {
   return str_cat(
-      comm_op_label(rank, op, group, peer, tag), " timed out after ",
-      timeout_s, " s");
+      comm_op_label(rank, op, group, peer, tag),
+      " timed out after ",
+      timeout_s,
+      " s");
 }
 
 }  // namespace detail

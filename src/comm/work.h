@@ -60,11 +60,7 @@ namespace detail {
 // "rank R: all_reduce on group G" or, for send/recv (peer >= 0),
 // "rank R: send to peer P (tag T) on group G".
 std::string comm_op_label(
-    int rank,
-    OpType op,
-    const std::string& group,
-    int peer = -1,
-    int tag = 0);
+    int rank, OpType op, const std::string& group, int peer = -1, int tag = 0);
 
 // comm_op_label(...) + " timed out after T s".
 std::string comm_timeout_message(

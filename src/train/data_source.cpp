@@ -81,14 +81,22 @@ void DataSource::train_batch(
                          targets);
       return;
     case DatasetKind::kSynthetic:
-      // One fixed synthetic batch per size: benchmarks time compute only.
-      if (m.kind == ModelKind::kGpt) {
-        synthetic_tokens(config_.train.seed, 0, B, m.seq_len, m.vocab, input,
-                         targets);
-      } else {
-        synthetic_images(config_.train.seed, 0, B, m.channels, m.image_size,
-                         m.image_size, m.num_classes, input, targets);
+      // One fixed synthetic batch per size, generated once: benchmarks
+      // time the step, not the random-number generator.
+      if (!synth_input_.defined() || synth_input_.dim(0) != B) {
+        synth_input_ = make_input(B);
+        synth_targets_ = make_targets(B);
+        if (m.kind == ModelKind::kGpt) {
+          synthetic_tokens(config_.train.seed, 0, B, m.seq_len, m.vocab,
+                           synth_input_, synth_targets_);
+        } else {
+          synthetic_images(config_.train.seed, 0, B, m.channels,
+                           m.image_size, m.image_size, m.num_classes,
+                           synth_input_, synth_targets_);
+        }
       }
+      input.copy_(synth_input_);
+      targets.copy_(synth_targets_);
       return;
   }
 }

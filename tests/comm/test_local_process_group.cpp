@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,14 +31,16 @@ T value(int rank, int64_t i) {
 template <typename T>
 T sum_in_rank_order(int n, int64_t i) {
   T acc = value<T>(0, i);
-  for (int j = 1; j < n; ++j) acc += value<T>(j, i);
+  for (int j = 1; j < n; ++j)
+    acc += value<T>(j, i);
   return acc;
 }
 
 template <typename T>
 T max_over_ranks(int n, int64_t i) {
   T m = value<T>(0, i);
-  for (int j = 1; j < n; ++j) m = std::max(m, value<T>(j, i));
+  for (int j = 1; j < n; ++j)
+    m = std::max(m, value<T>(j, i));
   return m;
 }
 
@@ -56,7 +58,8 @@ void check_all_reduce() {
       run_local(n, [&](ProcessGroup& pg) {
         const int r = pg.rank();
         std::vector<T> buf(count), mx(count);
-        for (int64_t i = 0; i < count; ++i) buf[i] = mx[i] = value<T>(r, i);
+        for (int64_t i = 0; i < count; ++i)
+          buf[i] = mx[i] = value<T>(r, i);
         pg.all_reduce(buf.data(), count);
         pg.all_reduce(mx.data(), count, ReduceOp::kMax);
         for (int64_t i = 0; i < count; ++i) {
@@ -86,7 +89,8 @@ TEST(LocalProcessGroup, RankSizeName) {
       EXPECT_EQ(pg.timeout_s(), ProcessGroup::kDefaultTimeoutS);
       seen[pg.rank()] += 1;
     });
-    for (int s : seen) EXPECT_EQ(s, 1);
+    for (int s : seen)
+      EXPECT_EQ(s, 1);
   }
 }
 
@@ -96,7 +100,8 @@ TEST(LocalProcessGroup, ReduceScatter) {
       run_local(n, [&](ProcessGroup& pg) {
         const int r = pg.rank();
         std::vector<float> in(n * count), out(count, -1.0f);
-        for (int64_t i = 0; i < n * count; ++i) in[i] = value<float>(r, i);
+        for (int64_t i = 0; i < n * count; ++i)
+          in[i] = value<float>(r, i);
         pg.reduce_scatter(in.data(), out.data(), count);
         for (int64_t i = 0; i < count; ++i) {
           ASSERT_EQ(out[i], sum_in_rank_order<float>(n, r * count + i));
@@ -112,7 +117,8 @@ TEST(LocalProcessGroup, AllGatherOutOfPlaceAndInPlace) {
       run_local(n, [&](ProcessGroup& pg) {
         const int r = pg.rank();
         std::vector<float> in(count), out(n * count, -1.0f);
-        for (int64_t i = 0; i < count; ++i) in[i] = value<float>(r, i);
+        for (int64_t i = 0; i < count; ++i)
+          in[i] = value<float>(r, i);
         pg.all_gather(in.data(), out.data(), count);
         std::vector<float> inplace(n * count, -1.0f);
         std::copy(in.begin(), in.end(), inplace.begin() + r * count);
@@ -134,7 +140,8 @@ TEST(LocalProcessGroup, Broadcast) {
       for (int root : {0, n - 1}) {
         run_local(n, [&](ProcessGroup& pg) {
           std::vector<float> buf(count);
-          for (int64_t i = 0; i < count; ++i) buf[i] = value<float>(pg.rank(), i);
+          for (int64_t i = 0; i < count; ++i)
+            buf[i] = value<float>(pg.rank(), i);
           pg.broadcast(buf.data(), count, root);
           for (int64_t i = 0; i < count; ++i) {
             ASSERT_EQ(buf[i], value<float>(root, i));
@@ -152,7 +159,8 @@ TEST(LocalProcessGroup, ReduceToRootInPlaceAndNot) {
       run_local(n, [&](ProcessGroup& pg) {
         const int r = pg.rank();
         std::vector<float> in(count), out(count, -1.0f);
-        for (int64_t i = 0; i < count; ++i) in[i] = value<float>(r, i);
+        for (int64_t i = 0; i < count; ++i)
+          in[i] = value<float>(r, i);
         // Out of place; non-roots pass no output.
         pg.reduce(in.data(), r == root ? out.data() : nullptr, count, root);
         // In place on root.
@@ -178,7 +186,8 @@ TEST(LocalProcessGroup, AllToAll) {
         const int r = pg.rank();
         std::vector<float> in(n * count), out(n * count, -1.0f);
         // Block j of rank r's input: value(r, j * count + i).
-        for (int64_t i = 0; i < n * count; ++i) in[i] = value<float>(r, i);
+        for (int64_t i = 0; i < n * count; ++i)
+          in[i] = value<float>(r, i);
         pg.all_to_all(in.data(), out.data(), count);
         for (int j = 0; j < n; ++j) {
           for (int64_t i = 0; i < count; ++i) {
@@ -195,7 +204,8 @@ TEST(LocalProcessGroup, AsyncWorksTestAndWait) {
     run_local(n, [&](ProcessGroup& pg) {
       const int64_t count = 1000;
       std::vector<float> a(count), b(count);
-      for (int64_t i = 0; i < count; ++i) a[i] = b[i] = value<float>(pg.rank(), i);
+      for (int64_t i = 0; i < count; ++i)
+        a[i] = b[i] = value<float>(pg.rank(), i);
       auto wa = pg.all_reduce_async(a.data(), count);
       auto wb = pg.all_reduce_async(b.data(), count, ReduceOp::kMax);
       while (!wb->test()) {
@@ -219,7 +229,8 @@ TEST(LocalProcessGroup, SendRecvRing) {
         const int r = pg.rank();
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
         std::vector<float> out(count), in(count, -1.0f);
-        for (int64_t i = 0; i < count; ++i) out[i] = value<float>(r, i);
+        for (int64_t i = 0; i < count; ++i)
+          out[i] = value<float>(r, i);
         // Receive first on even ranks, send first on odd ones: both orders
         // must work because both sides are asynchronous.
         std::unique_ptr<Work> ws, wr;
@@ -245,8 +256,10 @@ TEST(LocalProcessGroup, SameTagMessagesKeepTheirOrder) {
     if (pg.rank() == 0) {
       std::vector<float> msgs = {1, 2, 3, 4};
       std::vector<std::unique_ptr<Work>> ws;
-      for (float& m : msgs) ws.push_back(pg.send_async(&m, 1, 1, 5));
-      for (auto& w : ws) w->wait();
+      for (float& m : msgs)
+        ws.push_back(pg.send_async(&m, 1, 1, 5));
+      for (auto& w : ws)
+        w->wait();
     } else {
       for (float expect : {1.0f, 2.0f, 3.0f, 4.0f}) {
         float got = 0;
@@ -262,7 +275,8 @@ TEST(LocalProcessGroup, SkippedCollectiveTimesOutOnTheOthers) {
   auto start = std::chrono::steady_clock::now();
   run_local(3, [&](ProcessGroup& pg) {
     pg.set_timeout_s(0.2);
-    if (pg.rank() == 2) return;  // never joins
+    if (pg.rank() == 2)
+      return;  // never joins
     float x = 1;
     try {
       pg.all_reduce(&x, 1);
@@ -271,17 +285,16 @@ TEST(LocalProcessGroup, SkippedCollectiveTimesOutOnTheOthers) {
       std::string msg = e.what();
       EXPECT_TRUE(contains(msg, "all_reduce on group world")) << msg;
       EXPECT_TRUE(contains(msg, "timed out after 0.2 s")) << msg;
-      EXPECT_TRUE(contains(msg, "rank " + std::to_string(pg.rank())))
-          << msg;
+      EXPECT_TRUE(contains(msg, "rank " + std::to_string(pg.rank()))) << msg;
       ++errors;
     }
     // The group is unusable afterwards and says so immediately.
     EXPECT_THROW(pg.barrier(), CommError);
   });
   EXPECT_EQ(errors.load(), 2);
-  double s = std::chrono::duration<double>(
-                 std::chrono::steady_clock::now() - start)
-                 .count();
+  double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_LT(s, 3.0);
 }
 
@@ -321,7 +334,8 @@ TEST(LocalProcessGroup, ExceptionOnOneRankDoesNotHangTheOthers) {
   try {
     run_local(3, [&](ProcessGroup& pg) {
       // Default timeout (300 s): only failure propagation can end this fast.
-      if (pg.rank() == 1) throw std::runtime_error("boom on rank 1");
+      if (pg.rank() == 1)
+        throw std::runtime_error("boom on rank 1");
       float x = 1;
       try {
         pg.all_reduce(&x, 1);
@@ -337,19 +351,22 @@ TEST(LocalProcessGroup, ExceptionOnOneRankDoesNotHangTheOthers) {
     EXPECT_STREQ(e.what(), "boom on rank 1");  // the first failure
   }
   EXPECT_EQ(peer_errors.load(), 2);
-  double s = std::chrono::duration<double>(
-                 std::chrono::steady_clock::now() - start)
-                 .count();
+  double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_LT(s, 3.0);
 }
 
 TEST(LocalProcessGroup, ExceptionWakesPendingRecv) {
   EXPECT_THROW(
-      run_local(2, [](ProcessGroup& pg) {
-        if (pg.rank() == 0) throw std::logic_error("sender died");
-        float x = 0;
-        pg.recv(&x, 1, 0, 1);
-      }),
+      run_local(
+          2,
+          [](ProcessGroup& pg) {
+            if (pg.rank() == 0)
+              throw std::logic_error("sender died");
+            float x = 0;
+            pg.recv(&x, 1, 0, 1);
+          }),
       std::logic_error);
 }
 

@@ -14,7 +14,8 @@ namespace {
 
 int product(const std::vector<int>& sizes) {
   int p = 1;
-  for (int s : sizes) p *= s;
+  for (int s : sizes)
+    p *= s;
   return p;
 }
 
@@ -24,7 +25,8 @@ std::vector<std::vector<int>> axis_selections(int naxes) {
   for (int mask = 1; mask < (1 << naxes); ++mask) {
     std::vector<int> axes;
     for (int a = 0; a < naxes; ++a) {
-      if (mask & (1 << a)) axes.push_back(a);
+      if (mask & (1 << a))
+        axes.push_back(a);
     }
     do {
       out.push_back(axes);
@@ -35,7 +37,14 @@ std::vector<std::vector<int>> axis_selections(int naxes) {
 
 TEST(MeshMath, CoordsRankRoundTripRowMajor) {
   for (const std::vector<int>& sizes : std::vector<std::vector<int>>{
-           {1}, {5}, {2, 3, 4}, {8, 1}, {1, 8}, {2, 2, 2}, {1, 5, 1}, {3, 1, 2, 2}}) {
+           {1},
+           {5},
+           {2, 3, 4},
+           {8, 1},
+           {1, 8},
+           {2, 2, 2},
+           {1, 5, 1},
+           {3, 1, 2, 2}}) {
     for (int r = 0; r < product(sizes); ++r) {
       std::vector<int> c = mesh_coords(r, sizes);
       ASSERT_EQ(c.size(), sizes.size());
@@ -56,7 +65,8 @@ TEST(MeshMath, CoordsRankRoundTripRowMajor) {
 TEST(MeshMath, GroupRanksKnownValues) {
   const std::vector<int> sizes = {2, 3, 4};  // dp, pp, tp
   // rank 17 = (dp 1, pp 1, tp 1)
-  EXPECT_EQ(mesh_group_ranks(17, sizes, {2}), (std::vector<int>{16, 17, 18, 19}));
+  EXPECT_EQ(
+      mesh_group_ranks(17, sizes, {2}), (std::vector<int>{16, 17, 18, 19}));
   EXPECT_EQ(mesh_group_ranks(17, sizes, {1}), (std::vector<int>{13, 17, 21}));
   EXPECT_EQ(mesh_group_ranks(17, sizes, {0}), (std::vector<int>{5, 17}));
   EXPECT_EQ(
@@ -76,13 +86,15 @@ TEST(MeshMath, GroupRanksInvariants) {
     const int naxes = static_cast<int>(sizes.size());
     for (const std::vector<int>& axes : axis_selections(naxes)) {
       int n = 1;
-      for (int a : axes) n *= sizes[a];
+      for (int a : axes)
+        n *= sizes[a];
       for (int r = 0; r < product(sizes); ++r) {
         std::vector<int> members = mesh_group_ranks(r, sizes, axes);
         ASSERT_EQ(static_cast<int>(members.size()), n);
         std::vector<int> mine = mesh_coords(r, sizes);
         int pos = 0;  // my expected group rank: row-major over axes
-        for (int a : axes) pos = pos * sizes[a] + mine[a];
+        for (int a : axes)
+          pos = pos * sizes[a] + mine[a];
         EXPECT_EQ(members[pos], r);
         for (int g = 0; g < n; ++g) {
           std::vector<int> c = mesh_coords(members[g], sizes);
@@ -123,7 +135,8 @@ TEST(MeshLocal, GroupsSumExactlyTheirMembers) {
       float v = static_cast<float>(r + 1);
       g.all_reduce(&v, 1);
       float expect = 0;
-      for (int m : members) expect += static_cast<float>(m + 1);
+      for (int m : members)
+        expect += static_cast<float>(m + 1);
       EXPECT_EQ(v, expect) << "axis " << names[a];
     }
     // Multi-axis group: all_gather of world ranks gives the member order.

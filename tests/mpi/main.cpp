@@ -27,7 +27,8 @@ class RankFailurePrinter : public testing::EmptyTestEventListener {
     info_ = nullptr;
   }
   void OnTestPartResult(const testing::TestPartResult& result) override {
-    if (!result.failed()) return;
+    if (!result.failed())
+      return;
     const testing::TestInfo* info = info_;
     std::string prefix = "[rank " + std::to_string(rank_) + "] ";
     std::string text = prefix + result.message();
@@ -36,9 +37,13 @@ class RankFailurePrinter : public testing::EmptyTestEventListener {
       text.insert(i + 1, prefix);
     }
     std::fprintf(
-        stderr, "%sFAILED %s.%s at %s:%d\n%s\n", prefix.c_str(),
-        info ? info->test_suite_name() : "?", info ? info->name() : "?",
-        result.file_name() ? result.file_name() : "?", result.line_number(),
+        stderr,
+        "%sFAILED %s.%s at %s:%d\n%s\n",
+        prefix.c_str(),
+        info ? info->test_suite_name() : "?",
+        info ? info->name() : "?",
+        result.file_name() ? result.file_name() : "?",
+        result.line_number(),
         text.c_str());
   }
 

@@ -46,7 +46,8 @@ std::vector<int64_t> block_counts(int n) {
 template <typename T, typename F>
 int64_t first_mismatch(const std::vector<T>& got, int64_t count, F expect) {
   for (int64_t i = 0; i < count; ++i) {
-    if (got[i] != expect(i)) return i;
+    if (got[i] != expect(i))
+      return i;
   }
   return -1;
 }
@@ -56,12 +57,15 @@ TEST(MpiCollectives, AllReduceFloat) {
   const int n = pg.size(), r = pg.rank();
   for (int64_t count : counts()) {
     std::vector<float> sum(count), mx(count);
-    for (int64_t i = 0; i < count; ++i) sum[i] = mx[i] = fval(r, i);
+    for (int64_t i = 0; i < count; ++i)
+      sum[i] = mx[i] = fval(r, i);
     pg.all_reduce(sum.data(), count);
     pg.all_reduce(mx.data(), count, ReduceOp::kMax);
-    EXPECT_EQ(first_mismatch(sum, count, [&](int64_t i) { return fsum(n, i); }), -1)
+    EXPECT_EQ(
+        first_mismatch(sum, count, [&](int64_t i) { return fsum(n, i); }), -1)
         << "count " << count;
-    EXPECT_EQ(first_mismatch(mx, count, [&](int64_t i) { return fmax(n, i); }), -1)
+    EXPECT_EQ(
+        first_mismatch(mx, count, [&](int64_t i) { return fmax(n, i); }), -1)
         << "count " << count;
   }
 }
@@ -71,13 +75,16 @@ TEST(MpiCollectives, AllReduceDouble) {
   const int n = pg.size(), r = pg.rank();
   for (int64_t count : counts()) {
     std::vector<double> sum(count), mx(count);
-    for (int64_t i = 0; i < count; ++i) sum[i] = mx[i] = dval(r, i);
+    for (int64_t i = 0; i < count; ++i)
+      sum[i] = mx[i] = dval(r, i);
     pg.all_reduce(sum.data(), count);
     pg.all_reduce(mx.data(), count, ReduceOp::kMax);
-    EXPECT_EQ(first_mismatch(sum, count, [&](int64_t i) { return dsum(n, i); }), -1)
+    EXPECT_EQ(
+        first_mismatch(sum, count, [&](int64_t i) { return dsum(n, i); }), -1)
         << "count " << count;
     EXPECT_EQ(
-        first_mismatch(mx, count, [&](int64_t i) { return dval(n - 1, i); }), -1)
+        first_mismatch(mx, count, [&](int64_t i) { return dval(n - 1, i); }),
+        -1)
         << "count " << count;
   }
 }
@@ -87,10 +94,12 @@ TEST(MpiCollectives, ReduceScatter) {
   const int n = pg.size(), r = pg.rank();
   for (int64_t count : block_counts(n)) {
     std::vector<float> in(n * count), out(count, -1.0f);
-    for (int64_t i = 0; i < n * count; ++i) in[i] = fval(r, i);
+    for (int64_t i = 0; i < n * count; ++i)
+      in[i] = fval(r, i);
     pg.reduce_scatter(in.data(), out.data(), count);
     EXPECT_EQ(
-        first_mismatch(out, count, [&](int64_t i) { return fsum(n, r * count + i); }),
+        first_mismatch(
+            out, count, [&](int64_t i) { return fsum(n, r * count + i); }),
         -1)
         << "count " << count;
   }
@@ -101,10 +110,13 @@ TEST(MpiCollectives, AllGatherOutOfPlaceAndInPlace) {
   const int n = pg.size(), r = pg.rank();
   for (int64_t count : block_counts(n)) {
     std::vector<float> in(count), out(n * count, -1.0f), io(n * count, -1.0f);
-    for (int64_t i = 0; i < count; ++i) in[i] = io[r * count + i] = fval(r, i);
+    for (int64_t i = 0; i < count; ++i)
+      in[i] = io[r * count + i] = fval(r, i);
     pg.all_gather(in.data(), out.data(), count);
     pg.all_gather(io.data() + r * count, io.data(), count);
-    auto expect = [&](int64_t i) { return fval(static_cast<int>(i / count), i % count); };
+    auto expect = [&](int64_t i) {
+      return fval(static_cast<int>(i / count), i % count);
+    };
     EXPECT_EQ(first_mismatch(out, n * count, expect), -1) << "count " << count;
     EXPECT_EQ(first_mismatch(io, n * count, expect), -1) << "count " << count;
   }
@@ -116,9 +128,12 @@ TEST(MpiCollectives, Broadcast) {
   for (int64_t count : counts()) {
     for (int root : {0, n - 1}) {
       std::vector<float> buf(count);
-      for (int64_t i = 0; i < count; ++i) buf[i] = fval(r, i);
+      for (int64_t i = 0; i < count; ++i)
+        buf[i] = fval(r, i);
       pg.broadcast(buf.data(), count, root);
-      EXPECT_EQ(first_mismatch(buf, count, [&](int64_t i) { return fval(root, i); }), -1)
+      EXPECT_EQ(
+          first_mismatch(buf, count, [&](int64_t i) { return fval(root, i); }),
+          -1)
           << "count " << count << " root " << root;
     }
   }
@@ -129,7 +144,8 @@ TEST(MpiCollectives, ReduceToRootInPlaceAndNot) {
   const int n = pg.size(), r = pg.rank(), root = n / 2;
   for (int64_t count : counts()) {
     std::vector<float> in(count), out(count, -1.0f);
-    for (int64_t i = 0; i < count; ++i) in[i] = fval(r, i);
+    for (int64_t i = 0; i < count; ++i)
+      in[i] = fval(r, i);
     pg.reduce(in.data(), r == root ? out.data() : nullptr, count, root);
     std::vector<float> io = in;
     pg.reduce(io.data(), r == root ? io.data() : nullptr, count, root);
@@ -148,7 +164,8 @@ TEST(MpiCollectives, AllToAll) {
   const int n = pg.size(), r = pg.rank();
   for (int64_t count : block_counts(n)) {
     std::vector<float> in(n * count), out(n * count, -1.0f);
-    for (int64_t i = 0; i < n * count; ++i) in[i] = fval(r, i);
+    for (int64_t i = 0; i < n * count; ++i)
+      in[i] = fval(r, i);
     pg.all_to_all(in.data(), out.data(), count);
     // Block j of out is block r of rank j's input.
     auto expect = [&](int64_t i) {
@@ -164,12 +181,14 @@ TEST(MpiCollectives, SendRecvRing) {
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   for (int64_t count : counts()) {
     std::vector<float> out(count), in(count, -1.0f);
-    for (int64_t i = 0; i < count; ++i) out[i] = fval(r, i);
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = fval(r, i);
     auto wr = pg.recv_async(in.data(), count, prev, 11);
     auto ws = pg.send_async(out.data(), count, next, 11);
     ws->wait();
     wr->wait();
-    EXPECT_EQ(first_mismatch(in, count, [&](int64_t i) { return fval(prev, i); }), -1)
+    EXPECT_EQ(
+        first_mismatch(in, count, [&](int64_t i) { return fval(prev, i); }), -1)
         << "count " << count;
   }
 }
@@ -179,9 +198,12 @@ TEST(MpiCollectives, ManyAsyncInFlightWaitedInReverse) {
   const int n = pg.size(), r = pg.rank();
   std::vector<float> a(kBig), b(1000), g(n * 1000, -1.0f);
   std::vector<double> c(77);
-  for (int64_t i = 0; i < kBig; ++i) a[i] = fval(r, i);
-  for (int64_t i = 0; i < 1000; ++i) b[i] = fval(r, i);
-  for (int64_t i = 0; i < 77; ++i) c[i] = dval(r, i);
+  for (int64_t i = 0; i < kBig; ++i)
+    a[i] = fval(r, i);
+  for (int64_t i = 0; i < 1000; ++i)
+    b[i] = fval(r, i);
+  for (int64_t i = 0; i < 77; ++i)
+    c[i] = dval(r, i);
   auto wa = pg.all_reduce_async(a.data(), kBig);
   auto wb = pg.all_reduce_async(b.data(), 1000, ReduceOp::kMax);
   auto wg = pg.all_gather_async(b.data(), g.data(), 0);  // count 0: done
@@ -214,61 +236,95 @@ class TuningGuard {
   int64_t ring_min_;
 };
 
-// Tiny pieces (many pipelined rounds, uneven last pieces) on the ring and
-// pairwise paths, then MPI's own collectives chunked.
-TEST(MpiCollectives, SmallChunksRingAndNbcPaths) {
-  TuningGuard guard;
-  MpiProcessGroup& pg = test::mpi_world();
+// Every operation with tiny pieces (many pipelined rounds, uneven last
+// pieces) on the ring and pairwise paths, then on MPI's own collectives
+// (chunked where they can be).
+void check_every_op_with_small_chunks(MpiProcessGroup& pg) {
   const int n = pg.size(), r = pg.rank();
   for (int64_t ring_min : {int64_t{0}, int64_t{1} << 40}) {
     pg.set_chunk_bytes(ring_min == 0 ? 256 : 1024);
     pg.set_ring_min_bytes(ring_min);
-    for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{4099}}) {
-      SCOPED_TRACE(testing::Message() << "ring_min " << ring_min << " count " << count);
+    for (int64_t count :
+         {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{4099}}) {
+      SCOPED_TRACE(
+          testing::Message() << "ring_min " << ring_min << " count " << count);
       std::vector<float> ar(count);
       std::vector<double> ard(count);
-      for (int64_t i = 0; i < count; ++i) ar[i] = fval(r, i), ard[i] = dval(r, i);
+      for (int64_t i = 0; i < count; ++i)
+        ar[i] = fval(r, i), ard[i] = dval(r, i);
       pg.all_reduce(ar.data(), count);
       pg.all_reduce(ard.data(), count);
-      EXPECT_EQ(first_mismatch(ar, count, [&](int64_t i) { return fsum(n, i); }), -1);
-      EXPECT_EQ(first_mismatch(ard, count, [&](int64_t i) { return dsum(n, i); }), -1);
+      EXPECT_EQ(
+          first_mismatch(ar, count, [&](int64_t i) { return fsum(n, i); }), -1);
+      EXPECT_EQ(
+          first_mismatch(ard, count, [&](int64_t i) { return dsum(n, i); }),
+          -1);
 
-      std::vector<float> in(n * count), rs(count), ag(n * count), a2a(n * count);
-      for (int64_t i = 0; i < n * count; ++i) in[i] = fval(r, i);
+      std::vector<float> in(n * count), rs(count), ag(n * count),
+          a2a(n * count);
+      for (int64_t i = 0; i < n * count; ++i)
+        in[i] = fval(r, i);
       pg.reduce_scatter(in.data(), rs.data(), count);
       EXPECT_EQ(
-          first_mismatch(rs, count, [&](int64_t i) { return fsum(n, r * count + i); }),
+          first_mismatch(
+              rs, count, [&](int64_t i) { return fsum(n, r * count + i); }),
           -1);
       pg.all_gather(in.data(), ag.data(), count);
       EXPECT_EQ(
-          first_mismatch(ag, n * count, [&](int64_t i) {
-            return fval(static_cast<int>(i / count), i % count);
-          }),
+          first_mismatch(
+              ag,
+              n * count,
+              [&](int64_t i) {
+                return fval(static_cast<int>(i / count), i % count);
+              }),
           -1);
       pg.all_to_all(in.data(), a2a.data(), count);
       EXPECT_EQ(
-          first_mismatch(a2a, n * count, [&](int64_t i) {
-            return fval(static_cast<int>(i / count), r * count + i % count);
-          }),
+          first_mismatch(
+              a2a,
+              n * count,
+              [&](int64_t i) {
+                return fval(static_cast<int>(i / count), r * count + i % count);
+              }),
           -1);
       std::vector<float> bc(count);
-      for (int64_t i = 0; i < count; ++i) bc[i] = fval(r, i);
+      for (int64_t i = 0; i < count; ++i)
+        bc[i] = fval(r, i);
       pg.broadcast(bc.data(), count, n - 1);
-      EXPECT_EQ(first_mismatch(bc, count, [&](int64_t i) { return fval(n - 1, i); }), -1);
+      EXPECT_EQ(
+          first_mismatch(bc, count, [&](int64_t i) { return fval(n - 1, i); }),
+          -1);
       std::vector<float> red(count, -1.0f);
       pg.reduce(in.data(), red.data(), count, 0);
       if (r == 0) {
-        EXPECT_EQ(first_mismatch(red, count, [&](int64_t i) { return fsum(n, i); }), -1);
+        EXPECT_EQ(
+            first_mismatch(red, count, [&](int64_t i) { return fsum(n, i); }),
+            -1);
       }
       std::vector<float> p2p(count, -1.0f);
       auto wr = pg.recv_async(p2p.data(), count, (r + n - 1) % n, 12);
       pg.send(in.data(), count, (r + 1) % n, 12);
       wr->wait();
       EXPECT_EQ(
-          first_mismatch(p2p, count, [&](int64_t i) { return fval((r + n - 1) % n, i); }),
+          first_mismatch(
+              p2p, count, [&](int64_t i) { return fval((r + n - 1) % n, i); }),
           -1);
     }
   }
+}
+
+TEST(MpiCollectives, SmallChunksRingAndNbcPaths) {
+  TuningGuard guard;
+  check_every_op_with_small_chunks(test::mpi_world());
+}
+
+// Odd group sizes (3 and 7 at 4 and 8 ranks; rank 0 alone: size 1).
+TEST(MpiCollectives, SmallChunksOnASubgroup) {
+  ProcessGroup& world = test::mpi_world();
+  const int r = world.rank();
+  auto rest = world.split(r == 0 ? 1 : 0, r, "rest");
+  EXPECT_EQ(rest->size(), r == 0 ? 1 : world.size() - 1);
+  check_every_op_with_small_chunks(dynamic_cast<MpiProcessGroup&>(*rest));
 }
 
 TEST(MpiCollectives, BarrierAndSplit) {
@@ -282,7 +338,8 @@ TEST(MpiCollectives, BarrierAndSplit) {
   float v = static_cast<float>(r);
   sub->all_reduce(&v, 1);
   float expect = 0;
-  for (int j = r % 2; j < n; j += 2) expect += static_cast<float>(j);
+  for (int j = r % 2; j < n; j += 2)
+    expect += static_cast<float>(j);
   EXPECT_EQ(v, expect);
   // key -r: ranks in reverse order.
   EXPECT_EQ(sub->rank(), (n - 1 - r) / 2);

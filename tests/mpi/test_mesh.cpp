@@ -15,10 +15,12 @@ namespace {
 std::vector<std::vector<int>> shapes_for(int n) {
   std::vector<std::vector<int>> out = {{n}};
   for (int a = 1; a <= n; ++a) {
-    if (n % a) continue;
+    if (n % a)
+      continue;
     out.push_back({a, n / a});
     for (int b = 1; b <= n / a; ++b) {
-      if ((n / a) % b == 0) out.push_back({a, b, n / a / b});
+      if ((n / a) % b == 0)
+        out.push_back({a, b, n / a / b});
     }
   }
   return out;
@@ -29,7 +31,8 @@ void check_group(ProcessGroup& g, const std::vector<int>& members, int me) {
   float v = static_cast<float>(me + 1);
   g.all_reduce(&v, 1);
   float expect = 0;
-  for (int m : members) expect += static_cast<float>(m + 1);
+  for (int m : members)
+    expect += static_cast<float>(m + 1);
   EXPECT_EQ(v, expect);
   float mine = static_cast<float>(me);
   std::vector<float> got(g.size(), -1.0f);
@@ -44,9 +47,11 @@ TEST(MpiMesh, EveryShapeOfTheWorld) {
   const int r = world.rank();
   const std::vector<std::string> all_names = {"dp", "pp", "tp"};
   for (const std::vector<int>& sizes : shapes_for(world.size())) {
-    std::vector<std::string> names(all_names.end() - sizes.size(), all_names.end());
-    SCOPED_TRACE(testing::Message() << "mesh with " << sizes.size() << " axes, first "
-                                    << sizes[0] << ", last " << sizes.back());
+    std::vector<std::string> names(
+        all_names.end() - sizes.size(), all_names.end());
+    SCOPED_TRACE(
+        testing::Message() << "mesh with " << sizes.size() << " axes, first "
+                           << sizes[0] << ", last " << sizes.back());
     Mesh mesh(world, sizes, names);
     std::vector<int> coords = mesh_coords(r, sizes);
     for (size_t a = 0; a < sizes.size(); ++a) {
@@ -59,8 +64,10 @@ TEST(MpiMesh, EveryShapeOfTheWorld) {
     }
     if (sizes.size() == 3) {
       // Multi-axis groups: first use is collective, same order everywhere.
-      check_group(mesh.group({"dp", "tp"}), mesh_group_ranks(r, sizes, {0, 2}), r);
-      check_group(mesh.group({"tp", "pp"}), mesh_group_ranks(r, sizes, {2, 1}), r);
+      check_group(
+          mesh.group({"dp", "tp"}), mesh_group_ranks(r, sizes, {0, 2}), r);
+      check_group(
+          mesh.group({"tp", "pp"}), mesh_group_ranks(r, sizes, {2, 1}), r);
     }
   }
 }

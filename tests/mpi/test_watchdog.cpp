@@ -24,12 +24,16 @@ TEST(MpiWatchdog, RecvThatNeverComesTimesOut) {
       ADD_FAILURE() << "recv did not time out";
     } catch (const CommError& e) {
       std::string msg = e.what();
-      EXPECT_NE(msg.find("rank 0: recv from peer " + std::to_string(peer)), std::string::npos)
+      EXPECT_NE(
+          msg.find("rank 0: recv from peer " + std::to_string(peer)),
+          std::string::npos)
           << msg;
       EXPECT_NE(msg.find("timed out after 0.5 s"), std::string::npos) << msg;
       EXPECT_NE(msg.find("group world"), std::string::npos) << msg;
     }
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     EXPECT_GE(s, 0.5);
     EXPECT_LT(s, 5.0);
     EXPECT_EQ(x, -1);

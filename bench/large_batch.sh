@@ -9,11 +9,11 @@
 #   SGD, LARS:   lr = base * k          (linear scaling, Goyal et al.)
 #   AdamW, LAMB: lr = base * sqrt(k)    (square-root scaling)
 # with linear warmup over the first 10% of steps and cosine decay to 0.
-# NDT_LB_EPOCHS (default 3) sets the epochs; NDT_LB_THREADS the threads.
+# NDT_LB_EPOCHS (default 2) sets the epochs; NDT_LB_THREADS the threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${NDT_SKIP_SETUP:-0}" != 1 ]]; then scripts/setup.sh --bench; fi
-EPOCHS=${NDT_LB_EPOCHS:-3}
+EPOCHS=${NDT_LB_EPOCHS:-2}
 THREADS=${NDT_LB_THREADS:-0}
 OUT=${NDT_LB_OUT:-runs/large_batch}
 mkdir -p "$OUT" docs

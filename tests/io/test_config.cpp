@@ -395,7 +395,8 @@ TEST(Config, OutOfRange) {
 TEST(Config, BadEnumListsAllowedValues) {
   expect_has(
       override_error({"optim.name=adam"}),
-      {"config key 'optim.name' must be one of sgd, adamw, got 'adam'"});
+      {"config key 'optim.name' must be one of sgd, adamw, lars, lamb, "
+       "got 'adam'"});
   expect_has(
       yaml_error("optim:\n  schedule: step\n"),
       {"config key 'optim.schedule' must be one of constant, cosine, linear, "
@@ -541,7 +542,10 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["model"].size(), 16u);
   EXPECT_EQ(j["data"].size(), 4u);
   EXPECT_EQ(j["train"].size(), 9u);
-  EXPECT_EQ(j["optim"].size(), 13u);
+  EXPECT_EQ(j["optim"].size(), 18u);
+  EXPECT_EQ(j["parallel"].size(), 4u);
+  EXPECT_EQ(j["comm"].size(), 1u);
+  EXPECT_EQ(j["verify"].size(), 1u);
 
   Config back = config_from_json(j);
   EXPECT_EQ(config_to_json(back), j);
@@ -584,7 +588,7 @@ TEST(Config, FromJsonValidates) {
   bad["optim"]["name"] = "adam";
   expect_has(
       error_of([&] { config_from_json(bad); }),
-      {"must be one of sgd, adamw, got 'adam'"});
+      {"must be one of sgd, adamw, lars, lamb, got 'adam'"});
   bad = j;
   bad["train"] = 5;
   expect_has(
@@ -625,6 +629,47 @@ TEST(Config, ShippedConfigsLoad) {
     EXPECT_EQ(c.data.name, s.data);
     EXPECT_EQ(
         config_to_json(config_from_json(config_to_json(c))), config_to_json(c));
+  }
+}
+
+}  // namespace
+}  // namespace ndt
+
+namespace ndt {
+namespace {
+
+TEST(Config, ParallelCommVerifyAndLargeBatchKeys) {
+  Config c = load_config(
+      "", {"parallel.dp=4", "parallel.dp_mode=threads",
+           "parallel.grad_accum=2", "parallel.bucket_mb=8",
+           "comm.timeout_s=30", "verify.steps=3", "optim.name=lamb",
+           "optim.lars_mode=colossal", "optim.trust_coef=0.01",
+           "optim.trust_clip=10", "optim.lamb_bias_correction=false",
+           "optim.exclude_no_decay=false"});
+  EXPECT_EQ(c.parallel.dp, 4);
+  EXPECT_EQ(c.parallel.dp_mode, DpMode::kThreads);
+  EXPECT_EQ(c.parallel.grad_accum, 2);
+  EXPECT_EQ(c.parallel.bucket_mb, 8.0f);
+  EXPECT_EQ(c.comm.timeout_s, 30.0f);
+  EXPECT_EQ(c.verify.steps, 3);
+  EXPECT_EQ(c.optim.name, OptimKind::kLamb);
+  EXPECT_EQ(c.optim.lars_mode, LarsModeKind::kColossal);
+  EXPECT_EQ(c.optim.trust_coef, 0.01f);
+  EXPECT_EQ(c.optim.trust_clip, 10.0f);
+  EXPECT_FALSE(c.optim.lamb_bias_correction);
+  EXPECT_FALSE(c.optim.exclude_no_decay);
+  EXPECT_EQ(config_to_json(config_from_json(config_to_json(c))),
+            config_to_json(c));
+}
+
+TEST(Config, BatchMustSplitOverReplicasAndMicroBatches) {
+  try {
+    load_config("", {"train.batch_size=100", "parallel.dp=3"});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("train.batch_size (100)"), std::string::npos) << m;
+    EXPECT_NE(m.find("parallel.dp (3)"), std::string::npos) << m;
   }
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -111,8 +112,13 @@ bool launched_by_mpi() {
   return false;
 }
 
-Job start_job(const Config& config, int* argc, char*** argv) {
-  Job job;
+// The job outlives the command functions: an error unwinds to main(), which
+// aborts every rank while MPI is still up (finalising first would wait for
+// a stuck peer forever). main() finalises on success.
+std::optional<Job> g_job;
+
+Job& start_job(const Config& config, int* argc, char*** argv) {
+  Job& job = g_job.emplace();
   if (!launched_by_mpi()) {
     NDT_CHECK(config.parallel.dp == 1 ||
                   config.parallel.dp_mode == DpMode::kThreads,
@@ -144,7 +150,7 @@ int cmd_train(const Args& a, int* argc, char*** argv) {
   NDT_CHECK(!a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n",
             kUsage);
   Config config = load_config(a.config, a.overrides);
-  Job job = start_job(config, argc, argv);
+  Job& job = start_job(config, argc, argv);
   TrainOptions options;
   options.dp_group = job.dp_group;
   run_training(config, options);
@@ -155,7 +161,7 @@ int cmd_verify(const Args& a, int* argc, char*** argv) {
   NDT_CHECK(!a.config.empty(), ConfigError, "verify needs -c CONFIG.yaml\n",
             kUsage);
   Config config = load_config(a.config, a.overrides);
-  Job job = start_job(config, argc, argv);
+  Job& job = start_job(config, argc, argv);
   std::ostringstream quiet;
   std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
   VerifyReport rep = run_verify(config, job.dp_group, out);
@@ -170,7 +176,7 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
   NDT_CHECK(!a.config.empty(), ConfigError, "bench needs -c CONFIG.yaml");
   NDT_CHECK(a.iters >= 1, ConfigError, "--iters must be >= 1");
   Config config = load_config(a.config, a.overrides);
-  Job job = start_job(config, argc, argv);
+  Job& job = start_job(config, argc, argv);
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
@@ -258,7 +264,9 @@ int fail(const char* what) {
 
 int main(int argc, char** argv) {
   try {
-    return ndt::run(argc, argv);
+    int code = ndt::run(argc, argv);
+    ndt::g_job.reset();  // MPI_Finalize after a clean run
+    return code;
   } catch (const ndt::Error& e) {
     return fail(e.what());
   } catch (const std::exception& e) {

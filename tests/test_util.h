@@ -1,11 +1,13 @@
 // Helpers shared by the test binaries: deterministic tensors, comparisons
-// and finite-difference gradient checks.
+// finite-difference gradient checks and temporary directories.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -28,6 +30,30 @@ std::string source_path(const std::string& rel);
 // tensors come back as fp32 (MemTag::kOther). Fails the calling test (gtest
 // ADD_FAILURE) and returns what it read so far on a malformed file.
 std::map<std::string, Tensor> read_fixture(const std::string& path);
+
+// A fresh directory under the system temp dir, removed with its contents.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const {
+    return path_;
+  }
+  std::string str() const {
+    return path_.string();
+  }
+  // Path of `rel` inside the directory.
+  std::string sub(const std::string& rel) const {
+    return (path_ / rel).string();
+  }
+  // Names of the directory's entries, sorted.
+  std::vector<std::string> entries() const;
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Checks the analytic gradient `grad` of a scalar function `loss` of `x`
 // against central differences in double precision. `loss` is evaluated with

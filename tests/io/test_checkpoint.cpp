@@ -26,31 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("ndt_test_checkpoint-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter++) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const {
-    return path_.string();
-  }
-  std::string sub(const std::string& rel) const {
-    return (path_ / rel).string();
-  }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -27,31 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("ndt_test_safetensors-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter++) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const {
-    return (path_ / name).string();
-  }
-  const fs::path& path() const {
-    return path_;
-  }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -123,7 +99,7 @@ void expect_bad_header(
     size_t buffer_bytes,
     std::initializer_list<std::string> parts) {
   TempDir dir;
-  std::string path = dir.file("bad.safetensors");
+  std::string path = dir.sub("bad.safetensors");
   write_bytes(path, raw_file(header, buffer_bytes));
   SCOPED_TRACE(header);
   expect_checkpoint_error([&] { read_safetensors(path); }, {path});
@@ -154,7 +130,7 @@ std::vector<NamedTensor> sample_tensors() {
 
 TEST(Safetensors, RoundTripIsBitExact) {
   TempDir dir;
-  std::string path = dir.file("t.safetensors");
+  std::string path = dir.sub("t.safetensors");
   auto tensors = sample_tensors();
   std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"note", "quote \" slash \\ unicode \xc3\xa9"}};
@@ -203,7 +179,7 @@ TEST(Safetensors, ReadsFileWrittenByPython) {
 
 TEST(Safetensors, NoTensorsNoMetadata) {
   TempDir dir;
-  std::string path = dir.file("empty.safetensors");
+  std::string path = dir.sub("empty.safetensors");
   write_safetensors(path, {}, {});
   SafetensorsFile f = read_safetensors(path);
   EXPECT_TRUE(f.tensors.empty());
@@ -212,7 +188,7 @@ TEST(Safetensors, NoTensorsNoMetadata) {
 
 TEST(Safetensors, LargeTensorRoundTrip) {
   TempDir dir;
-  std::string path = dir.file("big.safetensors");
+  std::string path = dir.sub("big.safetensors");
   std::vector<NamedTensor> tensors = {
       {"big", test::randn({1024, 1024}, 3, "big")}};
   write_safetensors(path, tensors, {});
@@ -223,7 +199,7 @@ TEST(Safetensors, LargeTensorRoundTrip) {
 
 TEST(Safetensors, ByteLayoutMatchesSpec) {
   TempDir dir;
-  std::string path = dir.file("layout.safetensors");
+  std::string path = dir.sub("layout.safetensors");
   Tensor a = test::randn({2, 3}, 1, "a");
   Tensor b = i32_tensor({2}, {5, -6});
   write_safetensors(path, {{"zeta", a}, {"alpha", b}}, {{"k", "v"}});
@@ -264,7 +240,7 @@ TEST(Safetensors, ByteLayoutMatchesSpec) {
 
 TEST(Safetensors, OverwriteIsAtomicAndLeavesNoTempFiles) {
   TempDir dir;
-  std::string path = dir.file("t.safetensors");
+  std::string path = dir.sub("t.safetensors");
   write_safetensors(path, {{"a", test::randn({4}, 1, "a")}}, {});
   std::vector<NamedTensor> second = {{"b", i32_tensor({1}, {9})}};
   write_safetensors(path, second, {{"v", "2"}});
@@ -281,7 +257,7 @@ TEST(Safetensors, OverwriteIsAtomicAndLeavesNoTempFiles) {
 
 TEST(Safetensors, WriteRejectsBadNamesAndLeavesNothing) {
   TempDir dir;
-  std::string path = dir.file("t.safetensors");
+  std::string path = dir.sub("t.safetensors");
   Tensor t = test::randn({2}, 1, "t");
   expect_checkpoint_error(
       [&] {
@@ -313,13 +289,13 @@ TEST(Safetensors, WriteRejectsBadNamesAndLeavesNothing) {
 
 TEST(Safetensors, WriteToMissingDirectoryFails) {
   TempDir dir;
-  std::string path = dir.file("no/such/dir/t.safetensors");
+  std::string path = dir.sub("no/such/dir/t.safetensors");
   EXPECT_THROW(write_safetensors(path, {}, {}), Error);
 }
 
 TEST(SafetensorsCorrupt, MissingFile) {
   TempDir dir;
-  std::string path = dir.file("absent.safetensors");
+  std::string path = dir.sub("absent.safetensors");
   expect_checkpoint_error(
       [&] { read_safetensors(path); }, {path, "does not exist"});
 }
@@ -332,7 +308,7 @@ TEST(SafetensorsCorrupt, DirectoryInsteadOfFile) {
 
 TEST(SafetensorsCorrupt, ShorterThanLengthField) {
   TempDir dir;
-  std::string path = dir.file("short.safetensors");
+  std::string path = dir.sub("short.safetensors");
   for (size_t n : {0, 1, 7}) {
     write_bytes(path, std::string(n, '\x01'));
     expect_checkpoint_error(
@@ -345,7 +321,7 @@ TEST(SafetensorsCorrupt, ShorterThanLengthField) {
 
 TEST(SafetensorsCorrupt, HeaderLengthLargerThanFile) {
   TempDir dir;
-  std::string path = dir.file("long.safetensors");
+  std::string path = dir.sub("long.safetensors");
   write_bytes(path, le64(100) + "{}");
   expect_checkpoint_error(
       [&] { read_safetensors(path); },
@@ -501,14 +477,14 @@ TEST(SafetensorsCorrupt, DuplicateNames) {
 // Every cut of a valid file is rejected, whatever part it falls in.
 TEST(SafetensorsCorrupt, TruncatedAtSeveralOffsets) {
   TempDir dir;
-  std::string path = dir.file("t.safetensors");
+  std::string path = dir.sub("t.safetensors");
   write_safetensors(path, sample_tensors(), {{"k", "v"}});
   std::string bytes = read_bytes(path);
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) {
     n |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   }
-  std::string cut_path = dir.file("cut.safetensors");
+  std::string cut_path = dir.sub("cut.safetensors");
   for (size_t cut :
        {size_t{0},
         size_t{4},
@@ -538,10 +514,10 @@ TEST(SafetensorsCorrupt, TruncatedAtSeveralOffsets) {
 // check for out-of-bounds reads).
 TEST(SafetensorsCorrupt, RandomDamageNeverCrashes) {
   TempDir dir;
-  std::string path = dir.file("t.safetensors");
+  std::string path = dir.sub("t.safetensors");
   write_safetensors(path, sample_tensors(), {{"k", "v"}});
   std::string good = read_bytes(path);
-  std::string bad_path = dir.file("bad.safetensors");
+  std::string bad_path = dir.sub("bad.safetensors");
   std::mt19937_64 rng(12345);
   int ok = 0, rejected = 0;
   for (int iter = 0; iter < 600; ++iter) {

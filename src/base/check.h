@@ -23,25 +23,24 @@ std::string str_cat(const Args&... args) {
 }
 
 [[noreturn]] void assert_fail(
-    const char* file,
-    int line,
-    const char* cond,
-    const std::string& msg);
+    const char* file, int line, const char* cond, const std::string& msg);
 
 }  // namespace ndt::detail
 
-#define NDT_CHECK(cond, ErrorType, ...)                        \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      throw ErrorType(::ndt::detail::str_cat(__VA_ARGS__));    \
-    }                                                          \
+#define NDT_CHECK(cond, ErrorType, ...)                     \
+  do {                                                      \
+    if (!(cond)) {                                          \
+      throw ErrorType(::ndt::detail::str_cat(__VA_ARGS__)); \
+    }                                                       \
   } while (0)
 
-#define NDT_ASSERT(cond, ...)                                  \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      ::ndt::detail::assert_fail(                              \
-          __FILE__, __LINE__, #cond,                           \
+#define NDT_ASSERT(cond, ...)                                     \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      ::ndt::detail::assert_fail(                                 \
+          __FILE__,                                               \
+          __LINE__,                                               \
+          #cond,                                                  \
           ::ndt::detail::str_cat("" __VA_OPT__(, ) __VA_ARGS__)); \
-    }                                                          \
+    }                                                             \
   } while (0)

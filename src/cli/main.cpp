@@ -57,8 +57,13 @@ int parse_int(const std::string& flag, const char* value) {
   NDT_CHECK(value != nullptr, ConfigError, flag, " needs a value");
   char* end = nullptr;
   long v = std::strtol(value, &end, 10);
-  NDT_CHECK(*value != '\0' && *end == '\0' && v >= 0, ConfigError, flag,
-            " must be a non-negative integer, got '", value, "'");
+  NDT_CHECK(
+      *value != '\0' && *end == '\0' && v >= 0,
+      ConfigError,
+      flag,
+      " must be a non-negative integer, got '",
+      value,
+      "'");
   return static_cast<int>(v);
 }
 
@@ -107,7 +112,8 @@ struct Job {
 // core.
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (std::getenv(v) != nullptr) return true;
+    if (std::getenv(v) != nullptr)
+      return true;
   }
   return false;
 }
@@ -120,11 +126,14 @@ std::optional<Job> g_job;
 Job& start_job(const Config& config, int* argc, char*** argv) {
   Job& job = g_job.emplace();
   if (!launched_by_mpi()) {
-    NDT_CHECK(config.parallel.dp == 1 ||
-                  config.parallel.dp_mode == DpMode::kThreads,
-              ConfigError, "parallel.dp=", config.parallel.dp,
-              " with parallel.dp_mode=mpi needs an MPI launch: mpirun -np ",
-              config.parallel.dp, " ndtrain ...");
+    NDT_CHECK(
+        config.parallel.dp == 1 || config.parallel.dp_mode == DpMode::kThreads,
+        ConfigError,
+        "parallel.dp=",
+        config.parallel.dp,
+        " with parallel.dp_mode=mpi needs an MPI launch: mpirun -np ",
+        config.parallel.dp,
+        " ndtrain ...");
     return job;
   }
   job.mpi = std::make_unique<MpiRuntime>(argc, argv);
@@ -132,23 +141,32 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
   g_world_size = job.mpi->world_size();
   const int n = g_world_size;
   const ParallelConfig& p = config.parallel;
-  if (n == 1) return job;
-  NDT_CHECK(p.dp_mode == DpMode::kMpi && p.dp == n, ConfigError,
-            "the job has ", n, " MPI ranks but parallel.dp=", p.dp,
-            " parallel.dp_mode=", to_string(p.dp_mode),
-            "; set parallel.dp=", n, " (dp_mode mpi) or run without mpirun");
+  if (n == 1)
+    return job;
+  NDT_CHECK(
+      p.dp_mode == DpMode::kMpi && p.dp == n,
+      ConfigError,
+      "the job has ",
+      n,
+      " MPI ranks but parallel.dp=",
+      p.dp,
+      " parallel.dp_mode=",
+      to_string(p.dp_mode),
+      "; set parallel.dp=",
+      n,
+      " (dp_mode mpi) or run without mpirun");
   job.world = job.mpi->world();
   job.world->set_timeout_s(config.comm.timeout_s);
-  job.mesh = std::make_unique<Mesh>(*job.world, std::vector<int>{n},
-                                    std::vector<std::string>{"dp"});
+  job.mesh = std::make_unique<Mesh>(
+      *job.world, std::vector<int>{n}, std::vector<std::string>{"dp"});
   job.dp_group = &job.mesh->group("dp");
   job.dp_group->set_timeout_s(config.comm.timeout_s);
   return job;
 }
 
 int cmd_train(const Args& a, int* argc, char*** argv) {
-  NDT_CHECK(!a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n",
-            kUsage);
+  NDT_CHECK(
+      !a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n", kUsage);
   Config config = load_config(a.config, a.overrides);
   Job& job = start_job(config, argc, argv);
   TrainOptions options;
@@ -158,8 +176,8 @@ int cmd_train(const Args& a, int* argc, char*** argv) {
 }
 
 int cmd_verify(const Args& a, int* argc, char*** argv) {
-  NDT_CHECK(!a.config.empty(), ConfigError, "verify needs -c CONFIG.yaml\n",
-            kUsage);
+  NDT_CHECK(
+      !a.config.empty(), ConfigError, "verify needs -c CONFIG.yaml\n", kUsage);
   Config config = load_config(a.config, a.overrides);
   Job& job = start_job(config, argc, argv);
   std::ostringstream quiet;
@@ -189,32 +207,44 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
       exposed0 = engine.ddp()->exposed_seconds();
       comm0 = engine.ddp()->comm_seconds();
     }
-    if (job.dp_group) job.dp_group->barrier();
+    if (job.dp_group)
+      job.dp_group->barrier();
     auto t0 = std::chrono::steady_clock::now();
     engine.step(i);
     double dt = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
-    if (i >= a.warmup) ms.push_back(dt);
+    if (i >= a.warmup)
+      ms.push_back(dt);
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
-  if (ms.size() % 2 == 0) median = 0.5 * (ms[ms.size() / 2 - 1] + median);
-  if (g_world_rank > 0) return 0;
+  if (ms.size() % 2 == 0)
+    median = 0.5 * (ms[ms.size() / 2 - 1] + median);
+  if (g_world_rank > 0)
+    return 0;
   Model& model = engine.model();
-  std::printf("ndtrain: %s, threads %d, %lld parameters\n",
-              ops::blas_info().c_str(), threads,
-              static_cast<long long>(model.num_parameters()));
-  std::printf("bench model=%s threads=%d dp=%d median_ms=%.3f "
-              "flops_per_step=%.0f",
-              model.kind.c_str(), threads, config.parallel.dp, median,
-              model.flops_per_sample * config.train.batch_size);
+  std::printf(
+      "ndtrain: %s, threads %d, %lld parameters\n",
+      ops::blas_info().c_str(),
+      threads,
+      static_cast<long long>(model.num_parameters()));
+  std::printf(
+      "bench model=%s threads=%d dp=%d median_ms=%.3f "
+      "flops_per_step=%.0f",
+      model.kind.c_str(),
+      threads,
+      config.parallel.dp,
+      median,
+      model.flops_per_sample * config.train.batch_size);
   if (engine.ddp()) {
     double comm = (engine.ddp()->comm_seconds() - comm0) / a.iters;
     double exposed = (engine.ddp()->exposed_seconds() - exposed0) / a.iters;
-    std::printf(" allreduce_ms=%.3f exposed_ms=%.3f hidden_fraction=%.3f",
-                1e3 * comm, 1e3 * exposed,
-                comm > 0 ? 1.0 - exposed / comm : 0.0);
+    std::printf(
+        " allreduce_ms=%.3f exposed_ms=%.3f hidden_fraction=%.3f",
+        1e3 * comm,
+        1e3 * exposed,
+        comm > 0 ? 1.0 - exposed / comm : 0.0);
   }
   std::printf("\n");
   return 0;
@@ -236,10 +266,14 @@ int run(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   Args a = parse_args(argc, argv, 2);
-  if (cmd == "train") return cmd_train(a, &argc, &argv);
-  if (cmd == "verify") return cmd_verify(a, &argc, &argv);
-  if (cmd == "bench") return cmd_bench(a, &argc, &argv);
-  if (cmd == "peak") return cmd_peak(a);
+  if (cmd == "train")
+    return cmd_train(a, &argc, &argv);
+  if (cmd == "verify")
+    return cmd_verify(a, &argc, &argv);
+  if (cmd == "bench")
+    return cmd_bench(a, &argc, &argv);
+  if (cmd == "peak")
+    return cmd_peak(a);
   throw ConfigError("unknown command '" + cmd + "'\n" + kUsage);
 }
 

@@ -740,8 +740,7 @@ void check_cross_keys(const Config& c) {
         "10, got ",
         m.num_classes);
   }
-  const int64_t parts =
-      int64_t(c.parallel.dp) * int64_t(c.parallel.grad_accum);
+  const int64_t parts = int64_t(c.parallel.dp) * int64_t(c.parallel.grad_accum);
   NDT_CHECK(
       c.train.batch_size % parts == 0,
       ConfigError,

@@ -9,10 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ndt {
 
@@ -31,29 +30,30 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  ModelKind kind = ModelKind::kMlp;    // model.kind: mlp | vit | gpt
-  std::vector<int> hidden = {1024, 1024};  // model.hidden (mlp), each >= 1
+  ModelKind kind = ModelKind::kMlp;           // model.kind: mlp | vit | gpt
+  std::vector<int> hidden = {1024, 1024};     // model.hidden (mlp), each >= 1
   Activation activation = Activation::kGelu;  // model.activation: gelu | relu
-  int dim = 128;        // model.dim (vit, gpt) >= 1, divisible by heads
-  int depth = 4;        // model.depth (vit, gpt) >= 1
-  int heads = 4;        // model.heads >= 1
-  int mlp_dim = 512;    // model.mlp_dim >= 1
-  int patch = 7;        // model.patch (vit) >= 1, divides image_size
+  int dim = 128;           // model.dim (vit, gpt) >= 1, divisible by heads
+  int depth = 4;           // model.depth (vit, gpt) >= 1
+  int heads = 4;           // model.heads >= 1
+  int mlp_dim = 512;       // model.mlp_dim >= 1
+  int patch = 7;           // model.patch (vit) >= 1, divides image_size
   Pool pool = Pool::kCls;  // model.pool (vit): cls | mean
-  int image_size = 28;  // model.image_size (mlp, vit) >= 1
-  int channels = 1;     // model.channels (mlp, vit) >= 1
-  int num_classes = 10; // model.num_classes (mlp, vit) >= 2
-  int seq_len = 128;    // model.seq_len (gpt) >= 2
-  int vocab = 256;      // model.vocab (gpt) >= 2
-  float dropout = 0.0f; // model.dropout in [0, 1)
+  int image_size = 28;     // model.image_size (mlp, vit) >= 1
+  int channels = 1;        // model.channels (mlp, vit) >= 1
+  int num_classes = 10;    // model.num_classes (mlp, vit) >= 2
+  int seq_len = 128;       // model.seq_len (gpt) >= 2
+  int vocab = 256;         // model.vocab (gpt) >= 2
+  float dropout = 0.0f;    // model.dropout in [0, 1)
   float init_std = 0.02f;  // model.init_std > 0
 };
 
 struct DataConfig {
-  DatasetKind name = DatasetKind::kFashionMnist;  // data.name: fashion_mnist | fortunes | synthetic
-  std::string path;     // data.path; empty -> the Debian package location
-  bool augment = false; // data.augment (images): random flip + shift
-  int shift = 2;        // data.shift in [0, 8]: max translation in pixels
+  DatasetKind name = DatasetKind::kFashionMnist;  // data.name: fashion_mnist |
+                                                  // fortunes | synthetic
+  std::string path;      // data.path; empty -> the Debian package location
+  bool augment = false;  // data.augment (images): random flip + shift
+  int shift = 2;         // data.shift in [0, 8]: max translation in pixels
 };
 
 struct TrainConfig {
@@ -64,45 +64,51 @@ struct TrainConfig {
   int64_t log_every = 50;    // train.log_every >= 1
   int64_t eval_every = 0;    // train.eval_every >= 0 (0: only at the end)
   int64_t eval_samples = 0;  // train.eval_samples >= 0 (0: whole eval set)
-  int64_t checkpoint_every = 0;  // train.checkpoint_every >= 0 (0: only at the end)
-  int threads = 0;           // train.threads >= 0 (0: all cores)
+  int64_t checkpoint_every =
+      0;            // train.checkpoint_every >= 0 (0: only at the end)
+  int threads = 0;  // train.threads >= 0 (0: all cores)
 };
 
 struct OptimConfig {
   OptimKind name = OptimKind::kAdamw;  // optim.name: sgd | adamw | lars | lamb
-  float lr = 1e-3f;            // optim.lr > 0
-  float weight_decay = 0.0f;   // optim.weight_decay >= 0
-  float momentum = 0.9f;       // optim.momentum in [0, 1) (sgd)
-  bool nesterov = false;       // optim.nesterov (sgd, needs momentum > 0)
-  float beta1 = 0.9f;          // optim.beta1 in [0, 1)
-  float beta2 = 0.999f;        // optim.beta2 in [0, 1)
-  float eps = 1e-8f;           // optim.eps > 0
-  float clip_grad_norm = 0.0f; // optim.clip_grad_norm >= 0 (0: off)
-  LrSchedule schedule = LrSchedule::kCosine;  // optim.schedule: constant | cosine | linear | polynomial
-  int64_t warmup_steps = 0;    // optim.warmup_steps >= 0, < train.steps
-  float min_lr_ratio = 0.0f;   // optim.min_lr_ratio in [0, 1]: final lr / lr
-  float power = 2.0f;          // optim.power > 0 (polynomial)
+  float lr = 1e-3f;                    // optim.lr > 0
+  float weight_decay = 0.0f;           // optim.weight_decay >= 0
+  float momentum = 0.9f;               // optim.momentum in [0, 1) (sgd)
+  bool nesterov = false;        // optim.nesterov (sgd, needs momentum > 0)
+  float beta1 = 0.9f;           // optim.beta1 in [0, 1)
+  float beta2 = 0.999f;         // optim.beta2 in [0, 1)
+  float eps = 1e-8f;            // optim.eps > 0
+  float clip_grad_norm = 0.0f;  // optim.clip_grad_norm >= 0 (0: off)
+  LrSchedule schedule = LrSchedule::kCosine;  // optim.schedule: constant |
+                                              // cosine | linear | polynomial
+  int64_t warmup_steps = 0;   // optim.warmup_steps >= 0, < train.steps
+  float min_lr_ratio = 0.0f;  // optim.min_lr_ratio in [0, 1]: final lr / lr
+  float power = 2.0f;         // optim.power > 0 (polynomial)
   // LARS / LAMB (ALGORITHMS.md 2.5):
-  LarsModeKind lars_mode = LarsModeKind::kPaper;  // optim.lars_mode: paper | colossal
-  float trust_coef = 0.001f;   // optim.trust_coef > 0: LARS eta
-  float trust_clip = 0.0f;     // optim.trust_clip >= 0: max trust ratio (0: off)
+  LarsModeKind lars_mode =
+      LarsModeKind::kPaper;   // optim.lars_mode: paper | colossal
+  float trust_coef = 0.001f;  // optim.trust_coef > 0: LARS eta
+  float trust_clip = 0.0f;    // optim.trust_clip >= 0: max trust ratio (0: off)
   bool lamb_bias_correction = true;  // optim.lamb_bias_correction
-  bool exclude_no_decay = true;      // optim.exclude_no_decay: biases/norms skip layer adaptation
+  bool exclude_no_decay =
+      true;  // optim.exclude_no_decay: biases/norms skip layer adaptation
 };
 
 struct ParallelConfig {
-  int dp = 1;                   // parallel.dp >= 1: data-parallel replicas
-  DpMode dp_mode = DpMode::kMpi;  // parallel.dp_mode: mpi (one rank per replica) | threads (one process)
-  int grad_accum = 1;           // parallel.grad_accum >= 1: micro-batches per step and replica
-  float bucket_mb = 4.0f;       // parallel.bucket_mb > 0: gradient bucket size (MiB)
+  int dp = 1;                     // parallel.dp >= 1: data-parallel replicas
+  DpMode dp_mode = DpMode::kMpi;  // parallel.dp_mode: mpi (one rank per
+                                  // replica) | threads (one process)
+  int grad_accum =
+      1;  // parallel.grad_accum >= 1: micro-batches per step and replica
+  float bucket_mb = 4.0f;  // parallel.bucket_mb > 0: gradient bucket size (MiB)
 };
 
 struct CommConfig {
-  float timeout_s = 300.0f;     // comm.timeout_s > 0: watchdog bound per operation
+  float timeout_s = 300.0f;  // comm.timeout_s > 0: watchdog bound per operation
 };
 
 struct VerifyConfig {
-  int64_t steps = 5;            // verify.steps >= 1: steps compared by `ndtrain verify`
+  int64_t steps = 5;  // verify.steps >= 1: steps compared by `ndtrain verify`
 };
 
 struct Config {
@@ -122,8 +128,7 @@ struct Config {
 // Loads `yaml_path` (empty: defaults only) and applies `overrides`
 // ("a.b=value", value parsed as YAML: numbers, true/false, [1, 2], text).
 Config load_config(
-    const std::string& yaml_path,
-    const std::vector<std::string>& overrides);
+    const std::string& yaml_path, const std::vector<std::string>& overrides);
 
 nlohmann::json config_to_json(const Config& config);
 // Inverse of config_to_json; validates like load_config.

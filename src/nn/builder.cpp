@@ -20,8 +20,7 @@ std::unique_ptr<Module> SerialBuilder::linear(
 }
 
 std::unique_ptr<Module> SerialBuilder::layernorm(
-    const std::string& name,
-    int C) {
+    const std::string& name, int C) {
   return std::make_unique<LayerNorm>(name, C);
 }
 
@@ -30,8 +29,7 @@ std::unique_ptr<Module> SerialBuilder::attention_core(int heads, bool causal) {
 }
 
 std::unique_ptr<Module> SerialBuilder::dropout(
-    const std::string& name,
-    float p) {
+    const std::string& name, float p) {
   return std::make_unique<Dropout>(name, p);
 }
 

@@ -19,14 +19,16 @@ uint64_t Dropout::offset(const Tensor& x, const RunState& run) {
 }
 
 Tensor Dropout::forward(const Tensor& x, Context& ctx) {
-  if (p_ == 0.0f || !ctx.run.training) return x;
+  if (p_ == 0.0f || !ctx.run.training)
+    return x;
   Tensor y(x.shape(), MemTag::kActs);
   ops::dropout_forward(y, x, p_, key(ctx.run), offset(x, ctx.run));
   return y;
 }
 
 Tensor Dropout::backward(const Tensor& dy, Context& ctx) {
-  if (p_ == 0.0f || !ctx.run.training) return dy;
+  if (p_ == 0.0f || !ctx.run.training)
+    return dy;
   Tensor dx(dy.shape(), MemTag::kActs);
   ops::dropout_backward(dx, dy, p_, key(ctx.run), offset(dy, ctx.run));
   return dx;

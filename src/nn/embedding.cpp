@@ -20,16 +20,15 @@ Tensor Flatten::backward(const Tensor& dy, Context& ctx) {
 }
 
 TokenEmbedding::TokenEmbedding(
-    const std::string& name,
-    int vocab,
-    int max_tokens,
-    int C,
-    float init_std)
+    const std::string& name, int vocab, int max_tokens, int C, float init_std)
     : C_(C),
-      tokens_(name + ".tokens.weight", {vocab, C}, true,
-              {Init::kNormal, init_std}),
-      positions_(name + ".positions.weight", {max_tokens, C}, false,
-                 {Init::kNormal, init_std}) {}
+      tokens_(
+          name + ".tokens.weight", {vocab, C}, true, {Init::kNormal, init_std}),
+      positions_(
+          name + ".positions.weight",
+          {max_tokens, C},
+          false,
+          {Init::kNormal, init_std}) {}
 
 // ids [B, T]; saved {ids}.
 Tensor TokenEmbedding::forward(const Tensor& ids, Context& ctx) {
@@ -54,7 +53,8 @@ Tensor TokenEmbedding::forward(const Tensor& ids, Context& ctx) {
 Tensor TokenEmbedding::backward(const Tensor& dy, Context& ctx) {
   const Tensor& ids = ctx.saved.at(0);
   int64_t B = ids.dim(0), T = ids.dim(1);
-  ops::embedding_backward(tokens_.grad, dy.view({B * T, C_}), ids.view({B * T}));
+  ops::embedding_backward(
+      tokens_.grad, dy.view({B * T, C_}), ids.view({B * T}));
   if (T == positions_.grad.dim(0)) {
     Tensor dpos = positions_.grad.view({T * C_});
     ops::bias_add_backward(dpos, dy.view({B, T * C_}));
@@ -62,7 +62,8 @@ Tensor TokenEmbedding::backward(const Tensor& dy, Context& ctx) {
     Tensor part = Tensor::zeros({T * C_}, MemTag::kActs);
     ops::bias_add_backward(part, dy.view({B, T * C_}));
     float* g = positions_.grad.data();
-    for (int64_t i = 0; i < T * C_; ++i) g[i] += part.data()[i];
+    for (int64_t i = 0; i < T * C_; ++i)
+      g[i] += part.data()[i];
   }
   ctx.saved.clear();
   return Tensor();
@@ -76,16 +77,23 @@ void TokenEmbedding::collect_parameters(std::vector<Parameter*>& out) {
 PatchEmbedding::PatchEmbedding(const PatchEmbeddingOptions& o)
     : options_(o),
       num_patches_((o.image_size / o.patch) * (o.image_size / o.patch)),
-      weight_(o.name + ".patch.weight", {o.dim, o.channels, o.patch, o.patch},
-              true,
-              {Init::kNormal,
-               1.0f / std::sqrt(float(o.channels * o.patch * o.patch))}),
+      weight_(
+          o.name + ".patch.weight",
+          {o.dim, o.channels, o.patch, o.patch},
+          true,
+          {Init::kNormal,
+           1.0f / std::sqrt(float(o.channels * o.patch * o.patch))}),
       bias_(o.name + ".patch.bias", {o.dim}, false, {Init::kZeros}),
-      cls_(o.name + ".cls_token", {1, 1, o.cls_token ? o.dim : 0}, false,
-           {Init::kNormal, o.init_std}),
-      positions_(o.name + ".positions",
-                 {1, num_patches_ + (o.cls_token ? 1 : 0), o.dim}, false,
-                 {Init::kNormal, o.init_std}) {
+      cls_(
+          o.name + ".cls_token",
+          {1, 1, o.cls_token ? o.dim : 0},
+          false,
+          {Init::kNormal, o.init_std}),
+      positions_(
+          o.name + ".positions",
+          {1, num_patches_ + (o.cls_token ? 1 : 0), o.dim},
+          false,
+          {Init::kNormal, o.init_std}) {
   NDT_ASSERT(o.image_size % o.patch == 0);
 }
 
@@ -102,7 +110,8 @@ Tensor PatchEmbedding::forward(const Tensor& images, Context& ctx) {
   Tensor y({B, Tok, D}, MemTag::kActs);
   for (int64_t b = 0; b < B; ++b) {
     float* dst = y.data() + b * Tok * D;
-    if (first) std::memcpy(dst, cls_.value.data(), D * 4);
+    if (first)
+      std::memcpy(dst, cls_.value.data(), D * 4);
     std::memcpy(dst + first * D, emb.data() + b * NP * D, NP * D * 4);
   }
   Tensor rows = y.view({B, Tok * D});
@@ -123,14 +132,15 @@ Tensor PatchEmbedding::backward(const Tensor& dy, Context& ctx) {
     const float* src = dy.data() + b * Tok * D;
     if (first) {
       float* g = cls_.grad.data();
-      for (int64_t c = 0; c < D; ++c) g[c] += src[c];
+      for (int64_t c = 0; c < D; ++c)
+        g[c] += src[c];
     }
     std::memcpy(demb.data() + b * NP * D, src + first * D, NP * D * 4);
   }
   Tensor none;
   Tensor dw = weight_.grad.view({D, K});
-  ops::linear_backward(none, dw, bias_.grad, demb, patches,
-                       weight_.value.view({D, K}));
+  ops::linear_backward(
+      none, dw, bias_.grad, demb, patches, weight_.value.view({D, K}));
   ctx.saved.clear();
   return Tensor();
 }
@@ -138,7 +148,8 @@ Tensor PatchEmbedding::backward(const Tensor& dy, Context& ctx) {
 void PatchEmbedding::collect_parameters(std::vector<Parameter*>& out) {
   out.push_back(&weight_);
   out.push_back(&bias_);
-  if (options_.cls_token) out.push_back(&cls_);
+  if (options_.cls_token)
+    out.push_back(&cls_);
   out.push_back(&positions_);
 }
 

@@ -12,8 +12,12 @@ namespace {
 // Adds the loss terms of `logits` [N, V] to stats; returns probs [N, V].
 Tensor loss_terms(const Tensor& logits, const Tensor& targets, LossStats& s) {
   int64_t N = logits.dim(0), V = logits.dim(1);
-  NDT_ASSERT(targets.numel() == N, "targets ", shape_str(targets.shape()),
-             " for logits ", shape_str(logits.shape()));
+  NDT_ASSERT(
+      targets.numel() == N,
+      "targets ",
+      shape_str(targets.shape()),
+      " for logits ",
+      shape_str(logits.shape()));
   Tensor losses({N}, MemTag::kActs);
   Tensor probs({N, V}, MemTag::kActs);
   s.loss_sum += ops::cross_entropy_forward(losses, probs, logits, targets);
@@ -24,7 +28,8 @@ Tensor loss_terms(const Tensor& logits, const Tensor& targets, LossStats& s) {
     const float* row = p + i * V;
     int64_t best = 0;
     for (int64_t v = 1; v < V; ++v) {
-      if (row[v] > row[best]) best = v;
+      if (row[v] > row[best])
+        best = v;
     }
     s.correct += best == t[i];
   }
@@ -34,30 +39,32 @@ Tensor loss_terms(const Tensor& logits, const Tensor& targets, LossStats& s) {
 }  // namespace
 
 ClassifierHead::ClassifierHead(
-    const ClassifierHeadOptions& options,
-    Builder& builder)
+    const ClassifierHeadOptions& options, Builder& builder)
     : options_(options) {
   if (options.layernorm) {
     ln_ = builder.layernorm(options.name + ".ln", options.dim);
   }
   out_ = builder.linear(
-      options.name + ".out", options.dim, options.classes, true, Act::kNone,
-      LinearRole::kReplicated, options.init_std);
+      options.name + ".out",
+      options.dim,
+      options.classes,
+      true,
+      Act::kNone,
+      LinearRole::kReplicated,
+      options.init_std);
 }
 
 // Order: cls -> select token 0, then LayerNorm (per token, so selecting
 // first is exact and cheaper); mean -> LayerNorm, then mean over tokens.
 // saved: {probs, targets}; ints: {T} for pooled inputs.
 void ClassifierHead::forward(
-    const Tensor& x,
-    const Tensor& targets,
-    Context& ctx,
-    LossStats& stats) {
+    const Tensor& x, const Tensor& targets, Context& ctx, LossStats& stats) {
   Tensor h = x;
   ctx.ints.clear();
   switch (options_.pool) {
     case HeadPool::kNone:
-      if (ln_) h = ln_->forward(h, ctx.child(0));
+      if (ln_)
+        h = ln_->forward(h, ctx.child(0));
       break;
     case HeadPool::kCls: {
       int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
@@ -71,7 +78,8 @@ void ClassifierHead::forward(
     }
     case HeadPool::kMean: {
       int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
-      if (ln_) h = ln_->forward(h, ctx.child(0));
+      if (ln_)
+        h = ln_->forward(h, ctx.child(0));
       Tensor pooled({B, C}, MemTag::kActs);
       ops::mean_tokens_forward(pooled, h);
       ctx.ints = {T};
@@ -93,7 +101,8 @@ Tensor ClassifierHead::backward(Context& ctx, float scale) {
     case HeadPool::kNone:
       return ln_ ? ln_->backward(dh, ctx.child(0)) : dh;
     case HeadPool::kCls: {
-      if (ln_) dh = ln_->backward(dh, ctx.child(0));
+      if (ln_)
+        dh = ln_->backward(dh, ctx.child(0));
       int64_t B = dh.dim(0), C = dh.dim(1), T = ctx.ints.at(0);
       Tensor dx = Tensor::zeros({B, T, C}, MemTag::kActs);
       for (int64_t b = 0; b < B; ++b) {
@@ -112,7 +121,8 @@ Tensor ClassifierHead::backward(Context& ctx, float scale) {
 }
 
 void ClassifierHead::collect_parameters(std::vector<Parameter*>& out) {
-  if (ln_) ln_->collect_parameters(out);
+  if (ln_)
+    ln_->collect_parameters(out);
   out_->collect_parameters(out);
 }
 
@@ -120,16 +130,18 @@ LmHead::LmHead(const LmHeadOptions& options, Builder& builder)
     : options_(options) {
   ln_ = builder.layernorm(options.name + ".ln", options.dim);
   out_ = builder.linear(
-      options.name + ".out", options.dim, options.vocab, false, Act::kNone,
-      LinearRole::kReplicated, options.init_std);
+      options.name + ".out",
+      options.dim,
+      options.vocab,
+      false,
+      Act::kNone,
+      LinearRole::kReplicated,
+      options.init_std);
 }
 
 // x [B, T, C], targets [B, T]; saved {probs [B*T, V], targets}.
 void LmHead::forward(
-    const Tensor& x,
-    const Tensor& targets,
-    Context& ctx,
-    LossStats& stats) {
+    const Tensor& x, const Tensor& targets, Context& ctx, LossStats& stats) {
   Tensor h = ln_->forward(x, ctx.child(0));
   Tensor logits = out_->forward(h, ctx.child(1));
   int64_t V = options_.vocab;

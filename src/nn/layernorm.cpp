@@ -26,7 +26,13 @@ Tensor LayerNorm::backward(const Tensor& dy, Context& ctx) {
   const Tensor& x = ctx.saved.at(0);
   Tensor dx(x.shape(), MemTag::kActs);
   ops::layernorm_backward(
-      dx, weight_.grad, bias_.grad, dy, x, weight_.value, ctx.saved.at(1),
+      dx,
+      weight_.grad,
+      bias_.grad,
+      dy,
+      x,
+      weight_.value,
+      ctx.saved.at(1),
       ctx.saved.at(2));
   ctx.saved.clear();
   return dx;

@@ -16,11 +16,11 @@ namespace ndt {
 
 struct Placement {
   enum class Kind { kReplicate, kShard };
-  std::string axis;   // mesh axis name, e.g. "tp", "dp"
+  std::string axis;  // mesh axis name, e.g. "tp", "dp"
   Kind kind = Kind::kReplicate;
-  int dim = -1;       // sharded dimension (kShard only)
-  int parts = 1;      // number of shards along `dim` on this axis
-  int index = 0;      // this rank's shard index along the axis
+  int dim = -1;   // sharded dimension (kShard only)
+  int parts = 1;  // number of shards along `dim` on this axis
+  int index = 0;  // this rank's shard index along the axis
 };
 
 struct Layout {

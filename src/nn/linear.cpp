@@ -36,8 +36,12 @@ Linear::Linear(
 
 // saved: {x, y} for kNone/kRelu (y = output), {x, pre} for kGelu.
 Tensor Linear::forward(const Tensor& x, Context& ctx) {
-  NDT_ASSERT(x.dim(-1) == in_, "Linear expects last dim ", in_, ", got ",
-             shape_str(x.shape()));
+  NDT_ASSERT(
+      x.dim(-1) == in_,
+      "Linear expects last dim ",
+      in_,
+      ", got ",
+      shape_str(x.shape()));
   Tensor y(with_last(x.shape(), out_), MemTag::kActs);
   Tensor none;
   switch (act_) {
@@ -64,18 +68,24 @@ Tensor Linear::forward(const Tensor& x, Context& ctx) {
 Tensor Linear::backward(const Tensor& dy, Context& ctx) {
   const Tensor& x = ctx.saved.at(0);
   Tensor dx;
-  if (ctx.need_input_grad) dx = Tensor(x.shape(), MemTag::kActs);
+  if (ctx.need_input_grad)
+    dx = Tensor(x.shape(), MemTag::kActs);
   Tensor none;
   switch (act_) {
     case Act::kNone:
       ops::linear_backward(
-          dx, weight_.grad, has_bias_ ? bias_.grad : none, dy, x,
+          dx,
+          weight_.grad,
+          has_bias_ ? bias_.grad : none,
+          dy,
+          x,
           weight_.value);
       break;
     case Act::kRelu: {
       Tensor dpre(dy.shape(), MemTag::kActs);
       ops::relu_backward(dpre, dy, ctx.saved.at(1));
-      ops::linear_backward(dx, weight_.grad, bias_.grad, dpre, x, weight_.value);
+      ops::linear_backward(
+          dx, weight_.grad, bias_.grad, dpre, x, weight_.value);
       break;
     }
     case Act::kGelu: {
@@ -91,7 +101,8 @@ Tensor Linear::backward(const Tensor& dy, Context& ctx) {
 
 void Linear::collect_parameters(std::vector<Parameter*>& out) {
   out.push_back(&weight_);
-  if (has_bias_) out.push_back(&bias_);
+  if (has_bias_)
+    out.push_back(&bias_);
 }
 
 }  // namespace ndt

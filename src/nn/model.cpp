@@ -11,7 +11,8 @@ namespace ndt {
 std::vector<Parameter*> Model::parameters() {
   if (params_.empty()) {
     embed->collect_parameters(params_);
-    for (auto& b : blocks) b->collect_parameters(params_);
+    for (auto& b : blocks)
+      b->collect_parameters(params_);
     head->collect_parameters(params_);
   }
   return params_;
@@ -31,16 +32,19 @@ std::vector<Parameter*> Model::module_parameters(int m) {
 
 int64_t Model::num_parameters() {
   int64_t n = 0;
-  for (Parameter* p : parameters()) n += shape_numel(p->layout.global_shape);
+  for (Parameter* p : parameters())
+    n += shape_numel(p->layout.global_shape);
   return n;
 }
 
 void Model::init(uint64_t seed) {
-  for (Parameter* p : parameters()) init_parameter(*p, seed);
+  for (Parameter* p : parameters())
+    init_parameter(*p, seed);
 }
 
 void Model::zero_grad() {
-  for (Parameter* p : parameters()) p->grad.zero_();
+  for (Parameter* p : parameters())
+    p->grad.zero_();
 }
 
 void Model::forward(
@@ -71,13 +75,16 @@ void Model::forward_backward(
   ctx.run.training = true;
   forward(input, targets, ctx, stats);
   Tensor g = head->backward(ctx.child(1 + blocks.size()), scale);
-  if (on_backward_done) on_backward_done(num_modules() - 1);
+  if (on_backward_done)
+    on_backward_done(num_modules() - 1);
   for (size_t i = blocks.size(); i-- > 0;) {
     g = blocks[i]->backward(g, ctx.child(1 + i));
-    if (on_backward_done) on_backward_done(static_cast<int>(1 + i));
+    if (on_backward_done)
+      on_backward_done(static_cast<int>(1 + i));
   }
   embed->backward(g, ctx.child(0));
-  if (on_backward_done) on_backward_done(0);
+  if (on_backward_done)
+    on_backward_done(0);
 }
 
 void Model::forward_eval(
@@ -98,9 +105,14 @@ std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
   double flops = 0;
   for (size_t i = 0; i < o.hidden.size(); ++i) {
     std::string name = "layers." + std::to_string(i);
-    m->blocks.push_back(b.linear(name, in, o.hidden[i], true, o.act,
-                                 LinearRole::kReplicated,
-                                 1.0f / std::sqrt(float(in))));
+    m->blocks.push_back(b.linear(
+        name,
+        in,
+        o.hidden[i],
+        true,
+        o.act,
+        LinearRole::kReplicated,
+        1.0f / std::sqrt(float(in))));
     if (o.dropout > 0) {
       m->blocks.push_back(b.dropout(name + ".drop", o.dropout));
     }
@@ -166,9 +178,9 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
   h.init_std = o.init_std;
   m->head = b.classifier_head(h);
   double K = double(o.channels) * o.patch * o.patch;
-  m->flops_per_sample = T * transformer_flops_per_token(o.depth, o.dim,
-                                                         o.mlp_dim, T) +
-                        6.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
+  m->flops_per_sample =
+      T * transformer_flops_per_token(o.depth, o.dim, o.mlp_dim, T) +
+      6.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
   return m;
 }
 
@@ -176,8 +188,8 @@ std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
   NDT_ASSERT(o.dim % o.heads == 0);
   auto m = std::make_unique<Model>();
   m->kind = "gpt";
-  m->embed = std::make_unique<TokenEmbedding>("embed", o.vocab, o.seq_len,
-                                              o.dim, o.init_std);
+  m->embed = std::make_unique<TokenEmbedding>(
+      "embed", o.vocab, o.seq_len, o.dim, o.init_std);
   for (int i = 0; i < o.depth; ++i) {
     TransformerBlockOptions t;
     t.name = "blocks." + std::to_string(i);
@@ -197,10 +209,9 @@ std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
   m->head = b.lm_head(h);
   m->loss_terms_per_sample = o.seq_len;
   // Causal attention does half the score work; counted in full as is usual.
-  m->flops_per_sample =
-      o.seq_len * (transformer_flops_per_token(o.depth, o.dim, o.mlp_dim,
-                                               o.seq_len) +
-                   6.0 * o.dim * o.vocab);
+  m->flops_per_sample = o.seq_len * (transformer_flops_per_token(
+                                         o.depth, o.dim, o.mlp_dim, o.seq_len) +
+                                     6.0 * o.dim * o.vocab);
   return m;
 }
 

@@ -20,7 +20,7 @@ namespace ndt {
 
 class Model {
  public:
-  std::string kind;                     // "mlp", "vit", "gpt"
+  std::string kind;  // "mlp", "vit", "gpt"
   std::unique_ptr<Module> embed;
   std::vector<std::unique_ptr<Module>> blocks;
   std::unique_ptr<LossHead> head;
@@ -60,8 +60,11 @@ class Model {
       LossStats& stats);
 
  private:
-  void forward(const Tensor& input, const Tensor& targets, Context& ctx,
-               LossStats& stats);
+  void forward(
+      const Tensor& input,
+      const Tensor& targets,
+      Context& ctx,
+      LossStats& stats);
   std::vector<Parameter*> params_;
 };
 

@@ -5,10 +5,7 @@
 namespace ndt {
 
 Parameter::Parameter(
-    std::string name_,
-    Shape shape,
-    bool decay_,
-    InitSpec init_)
+    std::string name_, Shape shape, bool decay_, InitSpec init_)
     : name(std::move(name_)),
       value(shape, MemTag::kParams),
       grad(Tensor::zeros(shape, MemTag::kGrads)),
@@ -27,7 +24,8 @@ Context& Context::child(size_t i) {
 void Context::clear() {
   saved.clear();
   ints.clear();
-  for (auto& c : children_) c->clear();
+  for (auto& c : children_)
+    c->clear();
 }
 
 void init_parameter(Parameter& p, uint64_t seed) {
@@ -55,10 +53,12 @@ void init_parameter(Parameter& p, uint64_t seed) {
   std::vector<int64_t> idx(nd, 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t flat = 0;
-    for (int d = 0; d < nd; ++d) flat = flat * g[d] + idx[d] + off[d];
+    for (int d = 0; d < nd; ++d)
+      flat = flat * g[d] + idx[d] + off[d];
     out[i] = spec.std * rng_normal(key, static_cast<uint64_t>(flat));
     for (int d = nd - 1; d >= 0; --d) {
-      if (++idx[d] < l[d]) break;
+      if (++idx[d] < l[d])
+        break;
       idx[d] = 0;
     }
   }

@@ -30,12 +30,13 @@ struct InitSpec {
 };
 
 struct Parameter {
-  std::string name;      // global module path, e.g. "blocks.0.attn.qkv.weight"
-  Tensor value;          // local block, MemTag::kParams
-  Tensor grad;           // same shape, MemTag::kGrads; accumulated with +=
-  Layout layout;         // global shape and split
-  bool decay = true;     // weight decay / layer adaptation apply (not biases, norms)
-  InitSpec init;         // how init_parameter() fills it
+  std::string name;  // global module path, e.g. "blocks.0.attn.qkv.weight"
+  Tensor value;      // local block, MemTag::kParams
+  Tensor grad;       // same shape, MemTag::kGrads; accumulated with +=
+  Layout layout;     // global shape and split
+  bool decay =
+      true;       // weight decay / layer adaptation apply (not biases, norms)
+  InitSpec init;  // how init_parameter() fills it
 
   Parameter(std::string name, Shape shape, bool decay, InitSpec init);
 };
@@ -44,7 +45,7 @@ struct Parameter {
 struct RunState {
   bool training = true;
   uint64_t seed = 0;
-  int64_t step = 0;       // optimizer step
+  int64_t step = 0;  // optimizer step
   // Index of this micro-batch's first sample within the step's global
   // batch: per-sample randomness (dropout) is keyed by global position.
   int64_t sample_offset = 0;
@@ -52,8 +53,9 @@ struct RunState {
 
 class Context {
  public:
-  std::vector<Tensor> saved;  // tensors backward needs, in a module-defined order
-  RunState run;               // copied in by the caller before forward
+  std::vector<Tensor>
+      saved;     // tensors backward needs, in a module-defined order
+  RunState run;  // copied in by the caller before forward
   // False when nobody consumes dx (first layer): backward may skip it and
   // return an undefined Tensor.
   bool need_input_grad = true;

@@ -8,31 +8,56 @@
 namespace ndt {
 
 TransformerBlock::TransformerBlock(
-    const TransformerBlockOptions& o,
-    Builder& b) {
+    const TransformerBlockOptions& o, Builder& b) {
   const std::string& n = o.name;
   layers_[kLn1] = b.layernorm(n + ".ln1", o.dim);
-  layers_[kQkv] = b.linear(n + ".attn.qkv", o.dim, 3 * o.dim, true, Act::kNone,
-                           LinearRole::kFirst, o.init_std);
+  layers_[kQkv] = b.linear(
+      n + ".attn.qkv",
+      o.dim,
+      3 * o.dim,
+      true,
+      Act::kNone,
+      LinearRole::kFirst,
+      o.init_std);
   layers_[kAttn] = b.attention_core(o.heads, o.causal);
-  layers_[kProj] = b.linear(n + ".attn.proj", o.dim, o.dim, true, Act::kNone,
-                            LinearRole::kSecond, o.proj_init_std);
+  layers_[kProj] = b.linear(
+      n + ".attn.proj",
+      o.dim,
+      o.dim,
+      true,
+      Act::kNone,
+      LinearRole::kSecond,
+      o.proj_init_std);
   layers_[kDrop1] = b.dropout(n + ".attn.drop", o.dropout);
   layers_[kLn2] = b.layernorm(n + ".ln2", o.dim);
-  layers_[kFc1] = b.linear(n + ".mlp.fc1", o.dim, o.mlp_dim, true, Act::kGelu,
-                           LinearRole::kFirst, o.init_std);
-  layers_[kFc2] = b.linear(n + ".mlp.fc2", o.mlp_dim, o.dim, true, Act::kNone,
-                           LinearRole::kSecond, o.proj_init_std);
+  layers_[kFc1] = b.linear(
+      n + ".mlp.fc1",
+      o.dim,
+      o.mlp_dim,
+      true,
+      Act::kGelu,
+      LinearRole::kFirst,
+      o.init_std);
+  layers_[kFc2] = b.linear(
+      n + ".mlp.fc2",
+      o.mlp_dim,
+      o.dim,
+      true,
+      Act::kNone,
+      LinearRole::kSecond,
+      o.proj_init_std);
   layers_[kDrop2] = b.dropout(n + ".mlp.drop", o.dropout);
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, Context& ctx) {
   Tensor a = x;
-  for (int i = kLn1; i <= kDrop1; ++i) a = layers_[i]->forward(a, ctx.child(i));
+  for (int i = kLn1; i <= kDrop1; ++i)
+    a = layers_[i]->forward(a, ctx.child(i));
   Tensor h(x.shape(), MemTag::kActs);
   ops::add(h, x, a);
   Tensor m = h;
-  for (int i = kLn2; i <= kDrop2; ++i) m = layers_[i]->forward(m, ctx.child(i));
+  for (int i = kLn2; i <= kDrop2; ++i)
+    m = layers_[i]->forward(m, ctx.child(i));
   Tensor y(x.shape(), MemTag::kActs);
   ops::add(y, h, m);
   return y;
@@ -41,13 +66,15 @@ Tensor TransformerBlock::forward(const Tensor& x, Context& ctx) {
 Tensor TransformerBlock::backward(const Tensor& dy, Context& ctx) {
   // y = h + m: dh = dy + dm/dh; h = x + a: dx = dh + da/dx.
   Tensor g = dy;
-  for (int i = kDrop2; i >= kLn2; --i) g = layers_[i]->backward(g, ctx.child(i));
+  for (int i = kDrop2; i >= kLn2; --i)
+    g = layers_[i]->backward(g, ctx.child(i));
   Tensor dh(dy.shape(), MemTag::kActs);
   ops::add(dh, dy, g);
   g = dh;
   for (int i = kDrop1; i >= kLn1; --i) {
     g = layers_[i]->backward(g, ctx.child(i));
-    if (i == kQkv) zero_key_bias_grad();
+    if (i == kQkv)
+      zero_key_bias_grad();
   }
   ops::add_(g, dh);
   return g;
@@ -73,7 +100,8 @@ void TransformerBlock::zero_key_bias_grad() {
 }
 
 void TransformerBlock::collect_parameters(std::vector<Parameter*>& out) {
-  for (auto& layer : layers_) layer->collect_parameters(out);
+  for (auto& layer : layers_)
+    layer->collect_parameters(out);
 }
 
 }  // namespace ndt

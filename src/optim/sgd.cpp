@@ -22,7 +22,8 @@ void Sgd::step(float lr) {
     const int64_t n = prm.value.numel();
     if (mu == 0) {
 #pragma omp parallel for schedule(static)
-      for (int64_t j = 0; j < n; ++j) p[j] -= lr * (g[j] + wd * p[j]);
+      for (int64_t j = 0; j < n; ++j)
+        p[j] -= lr * (g[j] + wd * p[j]);
       continue;
     }
     float* b = buf_[i].data();

@@ -5,8 +5,7 @@
 namespace ndt {
 
 std::vector<Bucket> assign_buckets(
-    const std::vector<int64_t>& numels,
-    int64_t bucket_bytes) {
+    const std::vector<int64_t>& numels, int64_t bucket_bytes) {
   NDT_ASSERT(bucket_bytes > 0);
   std::vector<Bucket> out;
   Bucket cur;
@@ -19,7 +18,8 @@ std::vector<Bucket> assign_buckets(
       cur = Bucket();
     }
   }
-  if (!cur.params.empty()) out.push_back(std::move(cur));
+  if (!cur.params.empty())
+    out.push_back(std::move(cur));
   return out;
 }
 

@@ -10,7 +10,7 @@
 namespace ndt {
 
 struct Bucket {
-  std::vector<int> params;  // indices into the backward-ordered list
+  std::vector<int> params;       // indices into the backward-ordered list
   std::vector<int64_t> offsets;  // element offset of each param in the bucket
   int64_t numel = 0;
 };
@@ -20,7 +20,6 @@ struct Bucket {
 // `bucket_bytes` (fp32), so a parameter larger than the limit gets a bucket
 // of its own. Deterministic: depends only on its arguments.
 std::vector<Bucket> assign_buckets(
-    const std::vector<int64_t>& numels,
-    int64_t bucket_bytes);
+    const std::vector<int64_t>& numels, int64_t bucket_bytes);
 
 }  // namespace ndt

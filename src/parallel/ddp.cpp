@@ -17,9 +17,7 @@ double now_s() {
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(
-    Model& model,
-    ProcessGroup& group,
-    int64_t bucket_bytes)
+    Model& model, ProcessGroup& group, int64_t bucket_bytes)
     : model_(model), group_(group) {
   // Backward order: head, last block, ..., input layer; within a module,
   // its parameters in reverse declaration order.
@@ -31,7 +29,8 @@ DistributedDataParallel::DistributedDataParallel(
     }
   }
   std::vector<int64_t> numels;
-  for (Parameter* p : params_) numels.push_back(p->grad.numel());
+  for (Parameter* p : params_)
+    numels.push_back(p->grad.numel());
   buckets_ = assign_buckets(numels, bucket_bytes);
   bucket_of_.resize(params_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -72,27 +71,35 @@ void DistributedDataParallel::check_replicas_identical() {
     hi.push_back(s);
     hi.push_back(q);
   }
-  for (double x : hi) lo.push_back(-x);
+  for (double x : hi)
+    lo.push_back(-x);
   std::vector<double> mine = hi;
   group_.all_reduce(hi.data(), static_cast<int64_t>(hi.size()), ReduceOp::kMax);
   group_.all_reduce(lo.data(), static_cast<int64_t>(lo.size()), ReduceOp::kMax);
   for (size_t i = 0; i < mine.size(); ++i) {
-    NDT_CHECK(hi[i] == -lo[i], ConfigError, "rank ", group_.rank(),
-              ": data-parallel replicas differ in parameter '",
-              params_[i / 2]->name,
-              "' at start (all ranks must build the same model and seed)");
+    NDT_CHECK(
+        hi[i] == -lo[i],
+        ConfigError,
+        "rank ",
+        group_.rank(),
+        ": data-parallel replicas differ in parameter '",
+        params_[i / 2]->name,
+        "' at start (all ranks must build the same model and seed)");
   }
 }
 
 void DistributedDataParallel::on_module_done(int module) {
-  if (!sync_ || group_.size() == 1) return;
+  if (!sync_ || group_.size() == 1)
+    return;
   // Parameters of `module` are final: count them off their buckets and
   // launch every bucket that became complete, in bucket order.
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (module_of_[i] != module) continue;
+    if (module_of_[i] != module)
+      continue;
     int b = bucket_of_[i];
     if (--pending_[b] == 0) {
-      if (launched_ == 0) first_launch_ = now_s();
+      if (launched_ == 0)
+        first_launch_ = now_s();
       work_[b] = group_.all_reduce_async(flat_[b].data(), flat_[b].numel());
       ++launched_;
     }
@@ -102,15 +109,20 @@ void DistributedDataParallel::on_module_done(int module) {
 
 void DistributedDataParallel::progress() {
   for (auto& w : work_) {
-    if (w) w->test();
+    if (w)
+      w->test();
   }
 }
 
 void DistributedDataParallel::finish() {
   if (group_.size() > 1 && sync_) {
-    NDT_ASSERT(launched_ == static_cast<int>(buckets_.size()),
-               "only ", launched_, " of ", buckets_.size(),
-               " buckets were launched");
+    NDT_ASSERT(
+        launched_ == static_cast<int>(buckets_.size()),
+        "only ",
+        launched_,
+        " of ",
+        buckets_.size(),
+        " buckets were launched");
     double t0 = now_s();
     for (auto& w : work_) {
       w->wait();

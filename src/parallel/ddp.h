@@ -58,12 +58,12 @@ class DistributedDataParallel {
 
   Model& model_;
   ProcessGroup& group_;
-  std::vector<Parameter*> params_;     // backward order
-  std::vector<int> module_of_;         // per param (backward order)
+  std::vector<Parameter*> params_;  // backward order
+  std::vector<int> module_of_;      // per param (backward order)
   std::vector<Bucket> buckets_;
-  std::vector<Tensor> flat_;           // one per bucket
-  std::vector<int> pending_;           // params not yet final, per bucket
-  std::vector<int> bucket_of_;         // per param
+  std::vector<Tensor> flat_;    // one per bucket
+  std::vector<int> pending_;    // params not yet final, per bucket
+  std::vector<int> bucket_of_;  // per param
   std::vector<std::unique_ptr<Work>> work_;
   bool sync_ = true;
   int launched_ = 0;

@@ -14,10 +14,13 @@ constexpr size_t kAlign = 64;
 // Rounds to a size class: multiples of 64 B up to 4 KiB, then 1/8 steps of
 // the next power of two, so a cached block wastes at most 12.5%.
 size_t round_size(size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  if (bytes <= 4096) return (bytes + kAlign - 1) / kAlign * kAlign;
+  if (bytes == 0)
+    bytes = 1;
+  if (bytes <= 4096)
+    return (bytes + kAlign - 1) / kAlign * kAlign;
   size_t pow2 = 1;
-  while (pow2 < bytes) pow2 <<= 1;
+  while (pow2 < bytes)
+    pow2 <<= 1;
   size_t step = pow2 / 8;
   return (bytes + step - 1) / step * step;
 }
@@ -37,14 +40,22 @@ Pool& pool() {
 
 std::string_view mem_tag_name(MemTag tag) {
   switch (tag) {
-    case MemTag::kParams: return "params";
-    case MemTag::kGrads: return "grads";
-    case MemTag::kOptim: return "optim";
-    case MemTag::kActs: return "acts";
-    case MemTag::kComm: return "comm";
-    case MemTag::kData: return "data";
-    case MemTag::kOther: return "other";
-    case MemTag::kCount: break;
+    case MemTag::kParams:
+      return "params";
+    case MemTag::kGrads:
+      return "grads";
+    case MemTag::kOptim:
+      return "optim";
+    case MemTag::kActs:
+      return "acts";
+    case MemTag::kComm:
+      return "comm";
+    case MemTag::kData:
+      return "data";
+    case MemTag::kOther:
+      return "other";
+    case MemTag::kCount:
+      break;
   }
   return "?";
 }
@@ -76,13 +87,15 @@ void* mem_alloc(size_t bytes, MemTag tag) {
   }
   if (ptr == nullptr) {
     ptr = std::aligned_alloc(kAlign, size);
-    if (ptr == nullptr) throw std::bad_alloc();
+    if (ptr == nullptr)
+      throw std::bad_alloc();
   }
   return ptr;
 }
 
 void mem_free(void* ptr, size_t bytes, MemTag tag) {
-  if (ptr == nullptr) return;
+  if (ptr == nullptr)
+    return;
   size_t size = round_size(bytes);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -110,7 +123,8 @@ void memory_release_cached() {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   for (auto& [size, list] : p.free_lists) {
-    for (void* ptr : list) std::free(ptr);
+    for (void* ptr : list)
+      std::free(ptr);
     list.clear();
   }
   p.stats.cached_bytes = 0;

@@ -38,9 +38,9 @@ struct MemoryStats {
   std::array<int64_t, kNumMemTags> peak_bytes{};     // max of current, per tag
   int64_t total_current_bytes = 0;
   int64_t total_peak_bytes = 0;
-  int64_t cached_bytes = 0;  // held in free lists, not live
-  int64_t fresh_allocs = 0;  // requests served by the OS
-  int64_t reused_allocs = 0; // requests served from the cache
+  int64_t cached_bytes = 0;   // held in free lists, not live
+  int64_t fresh_allocs = 0;   // requests served by the OS
+  int64_t reused_allocs = 0;  // requests served from the cache
 };
 
 // Returns a 64-byte aligned block of at least `bytes` bytes (rounded up).

@@ -39,9 +39,7 @@ uint64_t rng_subkey(uint64_t key, uint64_t index) {
 }
 
 std::array<uint32_t, 4> philox4x32(
-    uint64_t key,
-    uint64_t index,
-    uint64_t stream) {
+    uint64_t key, uint64_t index, uint64_t stream) {
   uint32_t c0 = static_cast<uint32_t>(index);
   uint32_t c1 = static_cast<uint32_t>(index >> 32);
   uint32_t c2 = static_cast<uint32_t>(stream);
@@ -100,14 +98,10 @@ void rng_fill_normal(
 }
 
 void rng_fill_uniform(
-    float* out,
-    int64_t n,
-    uint64_t key,
-    uint64_t offset,
-    float lo,
-    float hi) {
+    float* out, int64_t n, uint64_t key, uint64_t offset, float lo, float hi) {
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = lo + (hi - lo) * rng_uniform(key, offset + static_cast<uint64_t>(i));
+    out[i] =
+        lo + (hi - lo) * rng_uniform(key, offset + static_cast<uint64_t>(i));
   }
 }
 

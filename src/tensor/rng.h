@@ -20,9 +20,7 @@ uint64_t rng_subkey(uint64_t key, uint64_t index);
 
 // The raw Philox block for counter (index, stream).
 std::array<uint32_t, 4> philox4x32(
-    uint64_t key,
-    uint64_t index,
-    uint64_t stream = 0);
+    uint64_t key, uint64_t index, uint64_t stream = 0);
 
 // Uniform in [0, 1) for element `index`.
 float rng_uniform(uint64_t key, uint64_t index);
@@ -41,11 +39,6 @@ void rng_fill_normal(
     float std);
 // out[i] = lo + (hi - lo) * uniform(key, offset + i).
 void rng_fill_uniform(
-    float* out,
-    int64_t n,
-    uint64_t key,
-    uint64_t offset,
-    float lo,
-    float hi);
+    float* out, int64_t n, uint64_t key, uint64_t offset, float lo, float hi);
 
 }  // namespace ndt

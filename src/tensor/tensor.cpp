@@ -12,7 +12,8 @@ std::string shape_str(const Shape& shape) {
   std::ostringstream os;
   os << "[";
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) os << ", ";
+    if (i)
+      os << ", ";
     os << shape[i];
   }
   os << "]";
@@ -49,7 +50,8 @@ Tensor Tensor::zeros(Shape shape, MemTag tag, DType dtype) {
 
 int64_t Tensor::dim(int i) const {
   int n = ndim();
-  if (i < 0) i += n;
+  if (i < 0)
+    i += n;
   NDT_ASSERT(i >= 0 && i < n, "dim ", i, " of shape ", shape_str(shape_));
   return shape_[i];
 }
@@ -83,7 +85,10 @@ const int32_t* Tensor::data_i32() const {
 
 Tensor Tensor::view(Shape shape) const {
   NDT_ASSERT(
-      shape_numel(shape) == numel_, "cannot view ", shape_str(shape_), " as ",
+      shape_numel(shape) == numel_,
+      "cannot view ",
+      shape_str(shape_),
+      " as ",
       shape_str(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -92,8 +97,14 @@ Tensor Tensor::view(Shape shape) const {
 
 Tensor Tensor::slice(int64_t offset, Shape shape) const {
   int64_t n = shape_numel(shape);
-  NDT_ASSERT(offset >= 0 && offset + n <= numel_, "slice of ", n,
-             " elements at ", offset, " outside ", shape_str(shape_));
+  NDT_ASSERT(
+      offset >= 0 && offset + n <= numel_,
+      "slice of ",
+      n,
+      " elements at ",
+      offset,
+      " outside ",
+      shape_str(shape_));
   Tensor t = *this;
   t.offset_ = offset_ + offset;
   t.shape_ = std::move(shape);
@@ -103,12 +114,14 @@ Tensor Tensor::slice(int64_t offset, Shape shape) const {
 
 Tensor Tensor::clone(MemTag tag) const {
   Tensor t(shape_, tag, dtype_);
-  if (numel_ > 0) std::memcpy(t.raw(), raw(), numel_ * 4);
+  if (numel_ > 0)
+    std::memcpy(t.raw(), raw(), numel_ * 4);
   return t;
 }
 
 void Tensor::zero_() {
-  if (numel_ > 0) std::memset(raw(), 0, numel_ * 4);
+  if (numel_ > 0)
+    std::memset(raw(), 0, numel_ * 4);
 }
 
 void Tensor::fill_(float value) {
@@ -118,9 +131,13 @@ void Tensor::fill_(float value) {
 
 void Tensor::copy_(const Tensor& src) {
   NDT_ASSERT(
-      src.numel_ == numel_ && src.dtype_ == dtype_, "copy_ from ",
-      shape_str(src.shape_), " into ", shape_str(shape_));
-  if (numel_ > 0) std::memcpy(raw(), src.raw(), numel_ * 4);
+      src.numel_ == numel_ && src.dtype_ == dtype_,
+      "copy_ from ",
+      shape_str(src.shape_),
+      " into ",
+      shape_str(shape_));
+  if (numel_ > 0)
+    std::memcpy(raw(), src.raw(), numel_ * 4);
 }
 
 void* Tensor::raw() const {

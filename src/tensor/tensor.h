@@ -31,14 +31,10 @@ class Tensor {
   Tensor() = default;
   // Uninitialised storage for `shape`.
   explicit Tensor(
-      Shape shape,
-      MemTag tag = MemTag::kActs,
-      DType dtype = DType::kF32);
+      Shape shape, MemTag tag = MemTag::kActs, DType dtype = DType::kF32);
 
   static Tensor zeros(
-      Shape shape,
-      MemTag tag = MemTag::kActs,
-      DType dtype = DType::kF32);
+      Shape shape, MemTag tag = MemTag::kActs, DType dtype = DType::kF32);
 
   bool defined() const {
     return storage_ != nullptr;

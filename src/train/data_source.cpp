@@ -26,9 +26,13 @@ DataSource::DataSource(const Config& config) : config_(config) {
     case DatasetKind::kFortunes: {
       text_ = load_fortunes(path.empty() ? kFortunesDir : path);
       int64_t T = config.model.seq_len;
-      NDT_CHECK(static_cast<int64_t>(text_->val.size()) > T + 1, DataError,
-                "fortunes validation text (", text_->val.size(),
-                " bytes) is shorter than model.seq_len + 1 = ", T + 1);
+      NDT_CHECK(
+          static_cast<int64_t>(text_->val.size()) > T + 1,
+          DataError,
+          "fortunes validation text (",
+          text_->val.size(),
+          " bytes) is shorter than model.seq_len + 1 = ",
+          T + 1);
       text_key_ = rng_key(seed, "data.text_offsets");
       break;
     }
@@ -53,32 +57,38 @@ Tensor DataSource::make_targets(int64_t B) const {
 }
 
 int64_t DataSource::train_size() const {
-  if (train_images_) return train_images_->size();
-  if (text_) return static_cast<int64_t>(text_->train.size());
+  if (train_images_)
+    return train_images_->size();
+  if (text_)
+    return static_cast<int64_t>(text_->train.size());
   return kSyntheticEvalSize;
 }
 
 void DataSource::train_batch(
-    int64_t first,
-    int64_t B,
-    Tensor& input,
-    Tensor& targets) {
+    int64_t first, int64_t B, Tensor& input, Tensor& targets) {
   const ModelConfig& m = config_.model;
   switch (config_.data.name) {
     case DatasetKind::kFashionMnist:
       indices_.resize(B);
       sampler_->indices(first, B, indices_.data());
       if (config_.data.augment) {
-        gather_images_augmented(*train_images_, indices_.data(), B, aug_key_,
-                                first, true, config_.data.shift, input,
-                                targets);
+        gather_images_augmented(
+            *train_images_,
+            indices_.data(),
+            B,
+            aug_key_,
+            first,
+            true,
+            config_.data.shift,
+            input,
+            targets);
       } else {
         gather_images(*train_images_, indices_.data(), B, input, targets);
       }
       return;
     case DatasetKind::kFortunes:
-      gather_text_random(text_->train, m.seq_len, text_key_, first, B, input,
-                         targets);
+      gather_text_random(
+          text_->train, m.seq_len, text_key_, first, B, input, targets);
       return;
     case DatasetKind::kSynthetic:
       // One fixed synthetic batch per size, generated once: benchmarks
@@ -87,12 +97,25 @@ void DataSource::train_batch(
         synth_input_ = make_input(B);
         synth_targets_ = make_targets(B);
         if (m.kind == ModelKind::kGpt) {
-          synthetic_tokens(config_.train.seed, 0, B, m.seq_len, m.vocab,
-                           synth_input_, synth_targets_);
+          synthetic_tokens(
+              config_.train.seed,
+              0,
+              B,
+              m.seq_len,
+              m.vocab,
+              synth_input_,
+              synth_targets_);
         } else {
-          synthetic_images(config_.train.seed, 0, B, m.channels,
-                           m.image_size, m.image_size, m.num_classes,
-                           synth_input_, synth_targets_);
+          synthetic_images(
+              config_.train.seed,
+              0,
+              B,
+              m.channels,
+              m.image_size,
+              m.image_size,
+              m.num_classes,
+              synth_input_,
+              synth_targets_);
         }
       }
       input.copy_(synth_input_);
@@ -102,25 +125,25 @@ void DataSource::train_batch(
 }
 
 int64_t DataSource::eval_size() const {
-  if (test_images_) return test_images_->size();
-  if (text_) return num_text_windows(text_->val, config_.model.seq_len);
+  if (test_images_)
+    return test_images_->size();
+  if (text_)
+    return num_text_windows(text_->val, config_.model.seq_len);
   return kSyntheticEvalSize;
 }
 
 void DataSource::eval_batch(
-    int64_t first,
-    int64_t B,
-    Tensor& input,
-    Tensor& targets) {
+    int64_t first, int64_t B, Tensor& input, Tensor& targets) {
   switch (config_.data.name) {
     case DatasetKind::kFashionMnist:
       indices_.resize(B);
-      for (int64_t i = 0; i < B; ++i) indices_[i] = first + i;
+      for (int64_t i = 0; i < B; ++i)
+        indices_[i] = first + i;
       gather_images(*test_images_, indices_.data(), B, input, targets);
       return;
     case DatasetKind::kFortunes:
-      gather_text_windows(text_->val, config_.model.seq_len, first, B, input,
-                          targets);
+      gather_text_windows(
+          text_->val, config_.model.seq_len, first, B, input, targets);
       return;
     case DatasetKind::kSynthetic:
       train_batch(first, B, input, targets);

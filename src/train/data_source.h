@@ -40,7 +40,7 @@ class DataSource {
   std::vector<int64_t> indices_;
   uint64_t aug_key_ = 0;
   uint64_t text_key_ = 0;
-  Tensor synth_input_;    // synthetic: the fixed batch
+  Tensor synth_input_;  // synthetic: the fixed batch
   Tensor synth_targets_;
 };
 

@@ -26,10 +26,17 @@ Engine::Engine(const Config& config, DataSource& data, ProcessGroup* group)
   dp_ = p.dp;
   const bool threads = p.dp_mode == DpMode::kThreads && dp_ > 1;
   if (!threads && dp_ > 1) {
-    NDT_CHECK(group != nullptr && group->size() == dp_, ConfigError,
-              "parallel.dp=", dp_, " with parallel.dp_mode=mpi needs ", dp_,
-              " MPI ranks (mpirun -np ", dp_, "), this job has ",
-              group ? group->size() : 1);
+    NDT_CHECK(
+        group != nullptr && group->size() == dp_,
+        ConfigError,
+        "parallel.dp=",
+        dp_,
+        " with parallel.dp_mode=mpi needs ",
+        dp_,
+        " MPI ranks (mpirun -np ",
+        dp_,
+        "), this job has ",
+        group ? group->size() : 1);
     rank_ = group->rank();
   }
   const int n_replicas = threads ? dp_ : 1;
@@ -42,8 +49,7 @@ Engine::Engine(const Config& config, DataSource& data, ProcessGroup* group)
   schedule_ = make_lr_schedule(config);
   if (!threads && dp_ > 1) {
     ddp_ = std::make_unique<DistributedDataParallel>(
-        *replicas_[0], *group,
-        static_cast<int64_t>(p.bucket_mb * (1 << 20)));
+        *replicas_[0], *group, static_cast<int64_t>(p.bucket_mb * (1 << 20)));
     ddp_->check_replicas_identical();
   }
   const int64_t local = config.train.batch_size / (threads ? 1 : dp_);
@@ -74,11 +80,13 @@ void Engine::step_replica(
     ctx.run.seed = config_.train.seed;
     ctx.run.step = step;
     ctx.run.sample_offset = rank * local + k * mb;
-    if (ddp_) ddp_->set_sync(k == K - 1);
-    model.forward_backward(rows(input, k * mb, mb), rows(targets, k * mb, mb),
-                           ctx, scale, stats);
+    if (ddp_)
+      ddp_->set_sync(k == K - 1);
+    model.forward_backward(
+        rows(input, k * mb, mb), rows(targets, k * mb, mb), ctx, scale, stats);
   }
-  if (ddp_) ddp_->finish();
+  if (ddp_)
+    ddp_->finish();
 }
 
 StepResult Engine::step(int64_t step) {
@@ -86,10 +94,10 @@ StepResult Engine::step(int64_t step) {
   const int64_t local = B / dp_;
   LossStats stats;
   if (replicas_.size() == 1) {
-    data_.train_batch(step * B + rank_ * local, input_.dim(0), input_,
-                      targets_);
-    step_replica(*replicas_[0], contexts_[0], step, rank_, input_, targets_,
-                 stats);
+    data_.train_batch(
+        step * B + rank_ * local, input_.dim(0), input_, targets_);
+    step_replica(
+        *replicas_[0], contexts_[0], step, rank_, input_, targets_, stats);
     if (group_ != nullptr && dp_ > 1) {
       double v[2] = {stats.loss_sum, double(stats.count)};
       group_->all_reduce(v, 2);
@@ -109,11 +117,20 @@ StepResult Engine::step(int64_t step) {
       for (Parameter* p : params) {
         pg.broadcast(p->value.data(), p->value.numel(), 0);
       }
-      step_replica(m, contexts_[r], step, r, rows(input_, r * local, local),
-                   rows(targets_, r * local, local), per[r]);
+      step_replica(
+          m,
+          contexts_[r],
+          step,
+          r,
+          rows(input_, r * local, local),
+          rows(targets_, r * local, local),
+          per[r]);
       for (Parameter* p : params) {
-        pg.reduce(p->grad.data(), r == 0 ? p->grad.data() : nullptr,
-                  p->grad.numel(), 0);
+        pg.reduce(
+            p->grad.data(),
+            r == 0 ? p->grad.data() : nullptr,
+            p->grad.numel(),
+            0);
       }
     });
     for (const LossStats& s : per) {
@@ -123,8 +140,8 @@ StepResult Engine::step(int64_t step) {
   }
   StepResult res;
   res.loss = stats.loss_sum / double(stats.count);
-  res.grad_norm = clip_grad_norm(replicas_[0]->parameters(),
-                                 config_.optim.clip_grad_norm);
+  res.grad_norm =
+      clip_grad_norm(replicas_[0]->parameters(), config_.optim.clip_grad_norm);
   res.lr = lr_at(schedule_, step);
   opt_->step(res.lr);
   return res;

@@ -29,7 +29,7 @@
 namespace ndt {
 
 struct StepResult {
-  double loss = 0;       // mean over the global batch
+  double loss = 0;  // mean over the global batch
   float lr = 0;
   double grad_norm = 0;  // before clipping
 };
@@ -65,9 +65,14 @@ class Engine {
   }
 
  private:
-  void step_replica(Model& model, Context& ctx, int64_t step, int rank,
-                    const Tensor& input, const Tensor& targets,
-                    LossStats& stats);
+  void step_replica(
+      Model& model,
+      Context& ctx,
+      int64_t step,
+      int rank,
+      const Tensor& input,
+      const Tensor& targets,
+      LossStats& stats);
 
   Config config_;
   DataSource& data_;
@@ -78,9 +83,9 @@ class Engine {
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   LrScheduleOptions schedule_;
-  int dp_ = 1;       // replicas in the layout
-  int rank_ = 0;     // this process's data-parallel rank (mpi mode)
-  Tensor input_;     // this process's samples of one step
+  int dp_ = 1;    // replicas in the layout
+  int rank_ = 0;  // this process's data-parallel rank (mpi mode)
+  Tensor input_;  // this process's samples of one step
   Tensor targets_;
 };
 

@@ -50,8 +50,7 @@ std::unique_ptr<Model> make_model(const ModelConfig& c, Builder& builder) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(
-    const OptimConfig& c,
-    std::vector<Parameter*> params) {
+    const OptimConfig& c, std::vector<Parameter*> params) {
   switch (c.name) {
     case OptimKind::kSgd: {
       SgdOptions o;
@@ -71,7 +70,7 @@ std::unique_ptr<Optimizer> make_optimizer(
     case OptimKind::kLars: {
       LarsOptions o;
       o.mode = c.lars_mode == LarsModeKind::kPaper ? LarsMode::kPaper
-                                                    : LarsMode::kColossal;
+                                                   : LarsMode::kColossal;
       o.momentum = c.momentum;
       o.weight_decay = c.weight_decay;
       o.trust_coef = c.trust_coef;

@@ -14,8 +14,7 @@ namespace ndt {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, Builder& builder);
 std::unique_ptr<Optimizer> make_optimizer(
-    const OptimConfig& config,
-    std::vector<Parameter*> params);
+    const OptimConfig& config, std::vector<Parameter*> params);
 LrScheduleOptions make_lr_schedule(const Config& config);
 
 }  // namespace ndt

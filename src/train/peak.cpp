@@ -17,12 +17,25 @@ double measure_sgemm_peak_gflops() {
   double best = 0;
   for (int rep = 0; rep < 6; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
-    ops::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-              c.data(), n);
-    double s = std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - t0)
-                   .count();
-    if (rep > 0) best = std::max(best, 2.0 * n * n * double(n) / s / 1e9);
+    ops::gemm(
+        false,
+        false,
+        n,
+        n,
+        n,
+        1.0f,
+        a.data(),
+        n,
+        b.data(),
+        n,
+        0.0f,
+        c.data(),
+        n);
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (rep > 0)
+      best = std::max(best, 2.0 * n * n * double(n) / s / 1e9);
   }
   return best;
 }

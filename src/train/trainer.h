@@ -29,20 +29,20 @@ class ProcessGroup;
 
 struct TrainOptions {
   std::function<void(const StepInfo&)> on_step;  // after each step
-  std::ostream* out = nullptr;                    // progress; null: stdout
+  std::ostream* out = nullptr;                   // progress; null: stdout
   // Data-parallel group for parallel.dp_mode=mpi (null: serial). Only its
   // rank 0 prints and writes files.
   ProcessGroup* dp_group = nullptr;
 };
 
 struct TrainSummary {
-  int64_t steps = 0;                  // steps completed in total
-  std::vector<double> losses;         // training loss of each step run here
+  int64_t steps = 0;           // steps completed in total
+  std::vector<double> losses;  // training loss of each step run here
   double eval_loss = NAN;
-  double eval_accuracy = NAN;         // classifiers only
+  double eval_accuracy = NAN;  // classifiers only
   double train_seconds = 0;
   std::string run_dir;
-  std::string checkpoint;             // last checkpoint written
+  std::string checkpoint;  // last checkpoint written
 };
 
 TrainSummary run_training(const Config& config, const TrainOptions& options);

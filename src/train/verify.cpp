@@ -16,17 +16,20 @@ namespace {
 
 std::string layout_name(const Config& c) {
   char buf[128];
-  std::snprintf(buf, sizeof buf, "dp=%d (%s) grad_accum=%d", c.parallel.dp,
-                to_string(c.parallel.dp_mode), c.parallel.grad_accum);
+  std::snprintf(
+      buf,
+      sizeof buf,
+      "dp=%d (%s) grad_accum=%d",
+      c.parallel.dp,
+      to_string(c.parallel.dp_mode),
+      c.parallel.grad_accum);
   return buf;
 }
 
 }  // namespace
 
 VerifyReport run_verify(
-    const Config& config,
-    ProcessGroup* dp_group,
-    std::ostream& out) {
+    const Config& config, ProcessGroup* dp_group, std::ostream& out) {
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
@@ -38,9 +41,10 @@ VerifyReport run_verify(
   Engine ref(serial, data, nullptr);
   Engine par(config, data, dp_group);
 
-  out << "verify: " << config.model.dim << "-dim " << to_string(config.model.kind)
-      << ", layout " << layout_name(config) << " vs serial, " << steps
-      << " steps, global batch " << config.train.batch_size << "\n";
+  out << "verify: " << config.model.dim << "-dim "
+      << to_string(config.model.kind) << ", layout " << layout_name(config)
+      << " vs serial, " << steps << " steps, global batch "
+      << config.train.batch_size << "\n";
   VerifyReport rep;
   for (int64_t s = 0; s < steps; ++s) {
     double a = ref.step(s).loss;
@@ -50,10 +54,15 @@ VerifyReport run_verify(
     rep.loss_layout.push_back(b);
     rep.max_loss_rel = std::max(rep.max_loss_rel, rel);
     char line[160];
-    std::snprintf(line, sizeof line,
-                  "verify: step %lld loss serial %.8f layout %.8f rel diff "
-                  "%.2e\n",
-                  static_cast<long long>(s), a, b, rel);
+    std::snprintf(
+        line,
+        sizeof line,
+        "verify: step %lld loss serial %.8f layout %.8f rel diff "
+        "%.2e\n",
+        static_cast<long long>(s),
+        a,
+        b,
+        rel);
     out << line;
   }
   // Data-parallel parameters are replicated: the local copy is the global
@@ -84,11 +93,16 @@ VerifyReport run_verify(
     rep.pass = v[0] == 0.0;
   }
   char line[200];
-  std::snprintf(line, sizeof line,
-                "verify: max loss rel diff %.2e (tolerance %.0e), max param "
-                "rel diff %.2e in %s (tolerance %.0e)\n",
-                rep.max_loss_rel, kVerifyLossRtol, rep.max_param_rel,
-                rep.worst_param.c_str(), kVerifyParamRtol);
+  std::snprintf(
+      line,
+      sizeof line,
+      "verify: max loss rel diff %.2e (tolerance %.0e), max param "
+      "rel diff %.2e in %s (tolerance %.0e)\n",
+      rep.max_loss_rel,
+      kVerifyLossRtol,
+      rep.max_param_rel,
+      rep.worst_param.c_str(),
+      kVerifyParamRtol);
   out << line << (rep.pass ? "verify: PASS" : "verify: FAIL") << "\n";
   return rep;
 }

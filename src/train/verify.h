@@ -4,8 +4,8 @@
 // This is the check a user runs to trust a layout (DESIGN.md principle 1).
 //
 // Tolerances (fp32 reduction order is the only allowed difference):
-//   per-step loss:   |loss_layout - loss_serial| <= kVerifyLossRtol * |loss_serial|
-//   final params:    ||p_layout - p_serial||_2 / ||p_serial||_2
+//   per-step loss:   |loss_layout - loss_serial| <= kVerifyLossRtol *
+//   |loss_serial| final params:    ||p_layout - p_serial||_2 / ||p_serial||_2
 //                    <= kVerifyParamRtol, per tensor
 // The parameter check uses the L2 norm per tensor rather than the largest
 // element: Adam-type updates divide by sqrt(v), so an element whose
@@ -38,8 +38,6 @@ struct VerifyReport {
 // Every rank of `dp_group` runs the serial reference too (it needs the
 // whole global batch, so keep verify models small).
 VerifyReport run_verify(
-    const Config& config,
-    ProcessGroup* dp_group,
-    std::ostream& out);
+    const Config& config, ProcessGroup* dp_group, std::ostream& out);
 
 }  // namespace ndt

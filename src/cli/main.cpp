@@ -4,6 +4,7 @@
 //   [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]
 //   ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]
 //   ndtrain peak [--threads N]
+//   ndtrain schedule --pp P --microbatches M --kind K [--chunks V]
 //
 // The only place that catches ndt::Error: it prints "[rank r] error:
 // <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
@@ -28,6 +29,8 @@
 #include "io/config.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
+#include "parallel/pipeline/schedules.h"
+#include "parallel/pipeline/verify.h"
 #include "train/data_source.h"
 #include "train/engine.h"
 #include "train/factory.h"
@@ -43,7 +46,9 @@ constexpr const char* kUsage =
     "  [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]\n"
     "  [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]\n"
     "  ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]\n"
-    "  ndtrain peak [--threads N]\n";
+    "  ndtrain peak [--threads N]\n"
+    "  ndtrain schedule --pp P --microbatches M --kind "
+    "naive|gpipe|1f1b|interleaved [--chunks V]\n";
 
 struct Args {
   std::string config;
@@ -51,6 +56,10 @@ struct Args {
   int iters = 20;
   int warmup = 5;
   int threads = 0;
+  int pp = 0;  // schedule
+  int microbatches = 0;
+  int chunks = 1;
+  std::string kind;
 };
 
 int parse_int(const std::string& flag, const char* value) {
@@ -85,6 +94,19 @@ Args parse_args(int argc, char** argv, int first) {
     } else if (s == "--threads") {
       a.threads = parse_int(s, next);
       ++i;
+    } else if (s == "--pp") {
+      a.pp = parse_int(s, next);
+      ++i;
+    } else if (s == "--microbatches") {
+      a.microbatches = parse_int(s, next);
+      ++i;
+    } else if (s == "--chunks") {
+      a.chunks = parse_int(s, next);
+      ++i;
+    } else if (s == "--kind") {
+      NDT_CHECK(next != nullptr, ConfigError, s, " needs a value");
+      a.kind = next;
+      ++i;
     } else if (s.find('=') != std::string::npos && s[0] != '-') {
       a.overrides.push_back(s);
     } else {
@@ -97,13 +119,13 @@ Args parse_args(int argc, char** argv, int first) {
 int g_world_rank = -1;  // for error messages; -1 before MPI starts
 int g_world_size = 1;
 
-// The MPI job's layout: the data-parallel group over all ranks, or none
-// for a single process.
+// The MPI job's layout: a mesh [dp, pp] over the world (pp fastest: the
+// ranks of one pipeline are consecutive), or no groups for one process.
 struct Job {
   std::unique_ptr<MpiRuntime> mpi;
   std::unique_ptr<ProcessGroup> world;
   std::unique_ptr<Mesh> mesh;
-  ProcessGroup* dp_group = nullptr;
+  Groups groups;
 };
 
 // True when a launcher (mpirun/mpiexec, or a PMI-based one) started this
@@ -125,14 +147,21 @@ std::optional<Job> g_job;
 
 Job& start_job(const Config& config, int* argc, char*** argv) {
   Job& job = g_job.emplace();
+  const ParallelConfig& p = config.parallel;
+  const int mpi_dp = p.dp_mode == DpMode::kMpi ? p.dp : 1;
+  const int want = mpi_dp * p.pp;
   if (!launched_by_mpi()) {
     NDT_CHECK(
-        config.parallel.dp == 1 || config.parallel.dp_mode == DpMode::kThreads,
+        want == 1,
         ConfigError,
         "parallel.dp=",
-        config.parallel.dp,
-        " with parallel.dp_mode=mpi needs an MPI launch: mpirun -np ",
-        config.parallel.dp,
+        p.dp,
+        " parallel.pp=",
+        p.pp,
+        " needs ",
+        want,
+        " MPI ranks: mpirun -np ",
+        want,
         " ndtrain ...");
     return job;
   }
@@ -140,27 +169,35 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
   g_world_rank = job.mpi->world_rank();
   g_world_size = job.mpi->world_size();
   const int n = g_world_size;
-  const ParallelConfig& p = config.parallel;
-  if (n == 1)
+  if (n == 1 && want == 1)
     return job;
   NDT_CHECK(
-      p.dp_mode == DpMode::kMpi && p.dp == n,
+      n == want,
       ConfigError,
       "the job has ",
       n,
-      " MPI ranks but parallel.dp=",
-      p.dp,
-      " parallel.dp_mode=",
+      " MPI ranks but parallel.dp (",
+      mpi_dp,
+      ", dp_mode ",
       to_string(p.dp_mode),
-      "; set parallel.dp=",
-      n,
-      " (dp_mode mpi) or run without mpirun");
+      ") x parallel.pp (",
+      p.pp,
+      ") = ",
+      want,
+      "; run mpirun -np ",
+      want,
+      " or change the layout");
   job.world = job.mpi->world();
   job.world->set_timeout_s(config.comm.timeout_s);
   job.mesh = std::make_unique<Mesh>(
-      *job.world, std::vector<int>{n}, std::vector<std::string>{"dp"});
-  job.dp_group = &job.mesh->group("dp");
-  job.dp_group->set_timeout_s(config.comm.timeout_s);
+      *job.world,
+      std::vector<int>{mpi_dp, p.pp},
+      std::vector<std::string>{"dp", "pp"});
+  job.groups.world = job.world.get();
+  if (mpi_dp > 1)
+    job.groups.dp = &job.mesh->group("dp");
+  if (p.pp > 1)
+    job.groups.pp = &job.mesh->group("pp");
   return job;
 }
 
@@ -170,7 +207,7 @@ int cmd_train(const Args& a, int* argc, char*** argv) {
   Config config = load_config(a.config, a.overrides);
   Job& job = start_job(config, argc, argv);
   TrainOptions options;
-  options.dp_group = job.dp_group;
+  options.groups = job.groups;
   run_training(config, options);
   return 0;
 }
@@ -182,7 +219,7 @@ int cmd_verify(const Args& a, int* argc, char*** argv) {
   Job& job = start_job(config, argc, argv);
   std::ostringstream quiet;
   std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
-  VerifyReport rep = run_verify(config, job.dp_group, out);
+  VerifyReport rep = run_verify(config, job.groups, out);
   return rep.pass ? 0 : 1;
 }
 
@@ -199,7 +236,7 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
   DataSource data(config);
-  Engine engine(config, data, job.dp_group);
+  Engine engine(config, data, job.groups);
   std::vector<double> ms;
   double exposed0 = 0, comm0 = 0;
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -207,8 +244,8 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
       exposed0 = engine.ddp()->exposed_seconds();
       comm0 = engine.ddp()->comm_seconds();
     }
-    if (job.dp_group)
-      job.dp_group->barrier();
+    if (job.groups.world)
+      job.groups.world->barrier();
     auto t0 = std::chrono::steady_clock::now();
     engine.step(i);
     double dt = std::chrono::duration<double, std::milli>(
@@ -258,6 +295,44 @@ int cmd_peak(const Args& a) {
   return 0;
 }
 
+// Prints the step x stage grid of a pipeline schedule (forward 1 time
+// unit, backward 2) after checking it with verify_schedule.
+int cmd_schedule(const Args& a) {
+  std::optional<ScheduleKind> kind;
+  for (ScheduleKind k :
+       {ScheduleKind::kNaive,
+        ScheduleKind::kGpipe,
+        ScheduleKind::kOneFOneB,
+        ScheduleKind::kInterleaved}) {
+    if (a.kind == to_string(k))
+      kind = k;
+  }
+  NDT_CHECK(
+      kind.has_value(),
+      ConfigError,
+      "--kind must be naive, gpipe, 1f1b or interleaved, got '",
+      a.kind,
+      "'\n",
+      kUsage);
+  NDT_CHECK(
+      a.pp >= 1 && a.microbatches >= 1,
+      ConfigError,
+      "schedule needs --pp P >= 1 and --microbatches M >= 1\n",
+      kUsage);
+  Schedule s = make_schedule(*kind, a.pp, a.microbatches, a.chunks);
+  ScheduleReport r = verify_schedule(s);
+  std::cout << render_grid(s, r);
+  if (!r.ok) {
+    std::cout << "verify: FAIL: " << r.error << "\n";
+    return 1;
+  }
+  std::cout << "verify: PASS (peak in flight per rank:";
+  for (int n : r.peak_in_flight)
+    std::cout << " " << n;
+  std::cout << ")\n";
+  return 0;
+}
+
 int run(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "--help")) {
@@ -274,6 +349,8 @@ int run(int argc, char** argv) {
     return cmd_bench(a, &argc, &argv);
   if (cmd == "peak")
     return cmd_peak(a);
+  if (cmd == "schedule")
+    return cmd_schedule(a);
   throw ConfigError("unknown command '" + cmd + "'\n" + kUsage);
 }
 

@@ -123,6 +123,44 @@ const char* to_string(DpMode v) {
   return "";
 }
 
+const char* to_string(PipeSchedule v) {
+  switch (v) {
+    case PipeSchedule::kNaive:
+      return "naive";
+    case PipeSchedule::kGpipe:
+      return "gpipe";
+    case PipeSchedule::kOneFOneB:
+      return "1f1b";
+    case PipeSchedule::kInterleaved:
+      return "interleaved";
+  }
+  NDT_ASSERT(false, "invalid PipeSchedule ", static_cast<int>(v));
+  return "";
+}
+
+const char* to_string(Recompute v) {
+  switch (v) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kBlock:
+      return "block";
+  }
+  NDT_ASSERT(false, "invalid Recompute ", static_cast<int>(v));
+  return "";
+}
+
+int model_blocks(const ModelConfig& m) {
+  switch (m.kind) {
+    case ModelKind::kMlp:
+      return static_cast<int>(m.hidden.size()) * (m.dropout > 0 ? 2 : 1);
+    case ModelKind::kVit:
+    case ModelKind::kGpt:
+      return m.depth;
+  }
+  NDT_ASSERT(false, "invalid ModelKind ", static_cast<int>(m.kind));
+  return 0;
+}
+
 std::string Config::run_dir() const {
   return run.dir.empty() ? "runs/" + run.name : run.dir;
 }
@@ -158,6 +196,18 @@ struct EnumValues<DatasetKind> {
 template <>
 struct EnumValues<DpMode> {
   static constexpr DpMode kAll[] = {DpMode::kMpi, DpMode::kThreads};
+};
+template <>
+struct EnumValues<PipeSchedule> {
+  static constexpr PipeSchedule kAll[] = {
+      PipeSchedule::kNaive,
+      PipeSchedule::kGpipe,
+      PipeSchedule::kOneFOneB,
+      PipeSchedule::kInterleaved};
+};
+template <>
+struct EnumValues<Recompute> {
+  static constexpr Recompute kAll[] = {Recompute::kNone, Recompute::kBlock};
 };
 template <>
 struct EnumValues<OptimKind> {
@@ -241,6 +291,8 @@ using Field = std::variant<
     OptimKind*,
     LrSchedule*,
     DpMode*,
+    PipeSchedule*,
+    Recompute*,
     LarsModeKind*>;
 
 template <typename T>
@@ -305,6 +357,7 @@ constexpr Key kKeys[] = {
      field<&TrainConfig::checkpoint_every>,
      at_least(0)},
     {"train.threads", field<&TrainConfig::threads>, at_least(0)},
+    {"train.trace", field<&TrainConfig::trace>},
 
     {"optim.name", field<&OptimConfig::name>},
     {"optim.lr", field<&OptimConfig::lr>, above(0)},
@@ -329,6 +382,12 @@ constexpr Key kKeys[] = {
     {"parallel.dp_mode", field<&ParallelConfig::dp_mode>},
     {"parallel.grad_accum", field<&ParallelConfig::grad_accum>, at_least(1)},
     {"parallel.bucket_mb", field<&ParallelConfig::bucket_mb>, above(0)},
+    {"parallel.pp", field<&ParallelConfig::pp>, at_least(1)},
+    {"parallel.pp_chunks", field<&ParallelConfig::pp_chunks>, at_least(1)},
+    {"parallel.pp_split", field<&ParallelConfig::pp_split>, at_least(1)},
+    {"parallel.schedule", field<&ParallelConfig::schedule>},
+    {"parallel.microbatches", field<&ParallelConfig::microbatches>, at_least(1)},
+    {"parallel.recompute", field<&ParallelConfig::recompute>},
 
     {"comm.timeout_s", field<&CommConfig::timeout_s>, above(0)},
 
@@ -663,6 +722,84 @@ void check_root(const YAML::Node& root, std::string_view where) {
       describe(root));
 }
 
+// Pipeline keys: consistent with each other and with the model's blocks.
+void check_pipeline(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  if (p.pp == 1) {
+    NDT_CHECK(
+        p.microbatches == 1,
+        ConfigError,
+        "parallel.microbatches=",
+        p.microbatches,
+        " needs a pipeline (parallel.pp > 1); without one use "
+        "parallel.grad_accum");
+    NDT_CHECK(
+        p.pp_chunks == 1 && p.pp_split.empty() &&
+            p.recompute == Recompute::kNone,
+        ConfigError,
+        "parallel.pp_chunks, parallel.pp_split and parallel.recompute need a "
+        "pipeline (parallel.pp > 1)");
+    return;
+  }
+  NDT_CHECK(
+      p.grad_accum == 1,
+      ConfigError,
+      "parallel.grad_accum=",
+      p.grad_accum,
+      " with parallel.pp=",
+      p.pp,
+      ": a pipeline accumulates over parallel.microbatches; set "
+      "parallel.grad_accum=1");
+  NDT_CHECK(
+      p.dp_mode == DpMode::kMpi,
+      ConfigError,
+      "parallel.pp=",
+      p.pp,
+      " needs parallel.dp_mode=mpi (one rank per stage)");
+  NDT_CHECK(
+      p.pp_chunks == 1 || p.schedule == PipeSchedule::kInterleaved,
+      ConfigError,
+      "parallel.pp_chunks=",
+      p.pp_chunks,
+      " needs parallel.schedule=interleaved, got ",
+      to_string(p.schedule));
+  const int stages = p.pp * p.pp_chunks;
+  const int blocks = model_blocks(c.model);
+  NDT_CHECK(
+      stages <= blocks,
+      ConfigError,
+      "parallel.pp (",
+      p.pp,
+      ") x parallel.pp_chunks (",
+      p.pp_chunks,
+      ") = ",
+      stages,
+      " stages, but model.kind ",
+      to_string(c.model.kind),
+      " has only ",
+      blocks,
+      " blocks to cut; at most ",
+      blocks,
+      " stages are allowed");
+  if (!p.pp_split.empty()) {
+    int sum = 0;
+    for (int n : p.pp_split)
+      sum += n;
+    NDT_CHECK(
+        static_cast<int>(p.pp_split.size()) == stages && sum == blocks,
+        ConfigError,
+        "parallel.pp_split has ",
+        p.pp_split.size(),
+        " entries summing to ",
+        sum,
+        "; it needs parallel.pp x parallel.pp_chunks = ",
+        stages,
+        " entries (blocks per stage, each >= 1) summing to the model's ",
+        blocks,
+        " blocks");
+  }
+}
+
 // Rules between keys, checked once every key is read.
 void check_cross_keys(const Config& c) {
   const ModelConfig& m = c.model;
@@ -740,18 +877,22 @@ void check_cross_keys(const Config& c) {
         "10, got ",
         m.num_classes);
   }
-  const int64_t parts = int64_t(c.parallel.dp) * int64_t(c.parallel.grad_accum);
+  const ParallelConfig& p = c.parallel;
+  const int64_t per_replica = p.pp > 1 ? p.microbatches : p.grad_accum;
+  const int64_t parts = int64_t(p.dp) * per_replica;
   NDT_CHECK(
       c.train.batch_size % parts == 0,
       ConfigError,
       "train.batch_size (",
       c.train.batch_size,
       ") must be divisible by parallel.dp (",
-      c.parallel.dp,
-      ") x parallel.grad_accum (",
-      c.parallel.grad_accum,
+      p.dp,
+      ") x ",
+      p.pp > 1 ? "parallel.microbatches (" : "parallel.grad_accum (",
+      per_replica,
       ") = ",
       parts);
+  check_pipeline(c);
   if (m.kind == ModelKind::kGpt && c.data.name == DatasetKind::kFortunes) {
     NDT_CHECK(
         m.vocab == 256,

@@ -23,6 +23,8 @@ enum class OptimKind { kSgd, kAdamw, kLars, kLamb };
 enum class LarsModeKind { kPaper, kColossal };
 enum class LrSchedule { kConstant, kCosine, kLinear, kPolynomial };
 enum class DpMode { kMpi, kThreads };
+enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
+enum class Recompute { kNone, kBlock };
 
 struct RunConfig {
   std::string name = "run";  // run.name: [A-Za-z0-9_.-]+
@@ -67,6 +69,9 @@ struct TrainConfig {
   int64_t checkpoint_every =
       0;            // train.checkpoint_every >= 0 (0: only at the end)
   int threads = 0;  // train.threads >= 0 (0: all cores)
+  bool trace = false;  // train.trace: write <run dir>/trace.json (Chrome
+                       // trace of every rank's forward/backward/send/recv/
+                       // optimizer spans)
 };
 
 struct OptimConfig {
@@ -101,6 +106,21 @@ struct ParallelConfig {
   int grad_accum =
       1;  // parallel.grad_accum >= 1: micro-batches per step and replica
   float bucket_mb = 4.0f;  // parallel.bucket_mb > 0: gradient bucket size (MiB)
+  // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
+  int pp = 1;  // parallel.pp >= 1: pipeline stages (ranks per pipeline)
+  int pp_chunks = 1;  // parallel.pp_chunks >= 1: model chunks per pipeline
+                      // rank (> 1 needs schedule interleaved)
+  std::vector<int> pp_split;  // parallel.pp_split: blocks per virtual stage
+                              // (pp x pp_chunks entries >= 1 summing to the
+                              // model's blocks); empty: balanced by parameters
+  PipeSchedule schedule =
+      PipeSchedule::kOneFOneB;  // parallel.schedule: naive | gpipe | 1f1b |
+                                // interleaved
+  int microbatches = 1;  // parallel.microbatches >= 1: pipeline micro-batches
+                         // per step and replica (pp > 1; pp = 1 uses
+                         // grad_accum)
+  Recompute recompute = Recompute::kNone;  // parallel.recompute: none | block
+                                           // (activation checkpointing, pp>1)
 };
 
 struct CommConfig {
@@ -110,6 +130,11 @@ struct CommConfig {
 struct VerifyConfig {
   int64_t steps = 5;  // verify.steps >= 1: steps compared by `ndtrain verify`
 };
+
+// Blocks of the model's block list (the units pipeline stages are cut
+// from): mlp one per hidden layer (two with dropout: linear, dropout), vit
+// and gpt model.depth.
+int model_blocks(const ModelConfig& model);
 
 struct Config {
   RunConfig run;
@@ -141,6 +166,8 @@ const char* to_string(DatasetKind v);
 const char* to_string(OptimKind v);
 const char* to_string(LrSchedule v);
 const char* to_string(DpMode v);
+const char* to_string(PipeSchedule v);
+const char* to_string(Recompute v);
 const char* to_string(LarsModeKind v);
 
 }  // namespace ndt

@@ -10,10 +10,10 @@ namespace ndt {
 
 std::vector<Parameter*> Model::parameters() {
   if (params_.empty()) {
-    embed->collect_parameters(params_);
-    for (auto& b : blocks)
-      b->collect_parameters(params_);
-    head->collect_parameters(params_);
+    for (int m = 0; m < num_modules(); ++m) {
+      for (Parameter* p : module_parameters(m))
+        params_.push_back(p);
+    }
   }
   return params_;
 }
@@ -21,13 +21,46 @@ std::vector<Parameter*> Model::parameters() {
 std::vector<Parameter*> Model::module_parameters(int m) {
   std::vector<Parameter*> out;
   if (m == 0) {
-    embed->collect_parameters(out);
+    if (embed)
+      embed->collect_parameters(out);
   } else if (m == num_modules() - 1) {
-    head->collect_parameters(out);
-  } else {
-    blocks.at(m - 1)->collect_parameters(out);
+    if (head)
+      head->collect_parameters(out);
+  } else if (blocks.at(m - 1)) {
+    blocks[m - 1]->collect_parameters(out);
   }
   return out;
+}
+
+bool Model::has_module(int m) const {
+  if (m == 0)
+    return embed != nullptr;
+  if (m == num_modules() - 1)
+    return head != nullptr;
+  return blocks.at(m - 1) != nullptr;
+}
+
+Module& Model::module(int m) {
+  NDT_ASSERT(
+      m >= 0 && m < num_modules() - 1,
+      "module ",
+      m,
+      " is the head, which is not a Module");
+  NDT_ASSERT(has_module(m), "module ", m, " is not held by this rank");
+  return m == 0 ? *embed : *blocks[m - 1];
+}
+
+void Model::keep_modules(const std::vector<bool>& keep) {
+  NDT_ASSERT(static_cast<int>(keep.size()) == num_modules());
+  if (!keep.front())
+    embed.reset();
+  if (!keep.back())
+    head.reset();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!keep[1 + i])
+      blocks[i].reset();
+  }
+  params_.clear();
 }
 
 int64_t Model::num_parameters() {
@@ -47,23 +80,63 @@ void Model::zero_grad() {
     p->grad.zero_();
 }
 
-void Model::forward(
-    const Tensor& input,
+Tensor Model::forward_range(
+    int first,
+    int last,
+    const Tensor& x_in,
     const Tensor& targets,
     Context& ctx,
-    LossStats& stats) {
-  Context& c0 = ctx.child(0);
-  c0.need_input_grad = false;
-  Tensor x = embed->forward(input, c0);
-  // The first block's input gradient is only needed when the input layer
-  // has parameters to receive it.
-  bool embed_learns = !embed->parameters().empty();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    Context& c = ctx.child(1 + i);
-    c.need_input_grad = i > 0 || embed_learns;
-    x = blocks[i]->forward(x, c);
+    LossStats& stats,
+    bool recompute) {
+  const int head_m = num_modules() - 1;
+  // The input layer never needs its input's gradient; block 0 (module 1)
+  // needs its when the input layer has parameters to receive it, or when it
+  // starts a pipeline stage (the gradient is sent to the previous stage).
+  const bool first_grad =
+      first == 1 || (first == 0 && !embed->parameters().empty());
+  Tensor x = x_in;
+  for (int m = first; m <= last; ++m) {
+    Context& c = ctx.child(m);
+    if (m == head_m) {
+      head->forward(x, targets, c, stats);
+      return Tensor();
+    }
+    c.need_input_grad = m > 1 || (m == 1 && first_grad);
+    if (recompute && m > 0 && ctx.run.training) {
+      Tensor y = module(m).forward(x, c);
+      c.clear();
+      c.recompute_input = x;
+      x = y;
+    } else {
+      x = module(m).forward(x, c);
+    }
   }
-  head->forward(x, targets, ctx.child(1 + blocks.size()), stats);
+  return x;
+}
+
+Tensor Model::backward_range(
+    int first, int last, const Tensor& dy, Context& ctx, float scale) {
+  const int head_m = num_modules() - 1;
+  Tensor g = dy;
+  for (int m = last; m >= first; --m) {
+    Context& c = ctx.child(m);
+    if (m == head_m) {
+      g = head->backward(c, scale);
+    } else {
+      if (c.recompute_input.defined()) {
+        // Activation checkpointing: rebuild the saved tensors. Dropout
+        // masks are keyed by (seed, step, sample position), so the second
+        // forward is identical to the first.
+        Tensor x = c.recompute_input;
+        c.recompute_input = Tensor();
+        module(m).forward(x, c);
+      }
+      g = module(m).backward(g, c);
+    }
+    if (on_backward_done)
+      on_backward_done(m);
+  }
+  return g;
 }
 
 void Model::forward_backward(
@@ -73,18 +146,9 @@ void Model::forward_backward(
     float scale,
     LossStats& stats) {
   ctx.run.training = true;
-  forward(input, targets, ctx, stats);
-  Tensor g = head->backward(ctx.child(1 + blocks.size()), scale);
-  if (on_backward_done)
-    on_backward_done(num_modules() - 1);
-  for (size_t i = blocks.size(); i-- > 0;) {
-    g = blocks[i]->backward(g, ctx.child(1 + i));
-    if (on_backward_done)
-      on_backward_done(static_cast<int>(1 + i));
-  }
-  embed->backward(g, ctx.child(0));
-  if (on_backward_done)
-    on_backward_done(0);
+  const int head_m = num_modules() - 1;
+  forward_range(0, head_m, input, targets, ctx, stats);
+  backward_range(0, head_m, Tensor(), ctx, scale);
 }
 
 void Model::forward_eval(
@@ -93,7 +157,7 @@ void Model::forward_eval(
     Context& ctx,
     LossStats& stats) {
   ctx.run.training = false;
-  forward(input, targets, ctx, stats);
+  forward_range(0, num_modules() - 1, input, targets, ctx, stats);
   ctx.clear();
 }
 
@@ -102,6 +166,7 @@ std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
   m->kind = "mlp";
   m->embed = std::make_unique<Flatten>();
   int in = o.inputs;
+  m->sample_shapes.push_back({in});
   double flops = 0;
   for (size_t i = 0; i < o.hidden.size(); ++i) {
     std::string name = "layers." + std::to_string(i);
@@ -113,8 +178,10 @@ std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
         o.act,
         LinearRole::kReplicated,
         1.0f / std::sqrt(float(in))));
+    m->sample_shapes.push_back({o.hidden[i]});
     if (o.dropout > 0) {
       m->blocks.push_back(b.dropout(name + ".drop", o.dropout));
+      m->sample_shapes.push_back({o.hidden[i]});
     }
     flops += 6.0 * in * o.hidden[i];
     in = o.hidden[i];
@@ -170,6 +237,7 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
     t.proj_init_std = o.init_std;
     m->blocks.push_back(std::make_unique<TransformerBlock>(t, b));
   }
+  m->sample_shapes.assign(1 + o.depth, Shape{T, o.dim});
   ClassifierHeadOptions h;
   h.dim = o.dim;
   h.classes = o.classes;
@@ -202,6 +270,7 @@ std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
     t.proj_init_std = o.init_std / std::sqrt(2.0f * o.depth);
     m->blocks.push_back(std::make_unique<TransformerBlock>(t, b));
   }
+  m->sample_shapes.assign(1 + o.depth, Shape{o.seq_len, o.dim});
   LmHeadOptions h;
   h.dim = o.dim;
   h.vocab = o.vocab;

@@ -1,8 +1,10 @@
 // Model: an input layer, a list of blocks and a loss head.
 //
-// Pipeline stages (later) are slices of `blocks`, so one Model object serves
-// every schedule. Context layout: child(0) = input layer, child(1 + i) =
-// block i, child(1 + blocks.size()) = head.
+// Modules are numbered 0 = input layer, 1 + i = block i, num_modules() - 1
+// = head; the Context of a forward has child(m) for module m. Pipeline
+// stages run contiguous module ranges (forward_range / backward_range) of
+// the same Model object, and drop the modules they do not hold
+// (keep_modules), so one model definition serves every schedule.
 // build_mlp / build_vit / build_gpt make the three models of ndtrain from
 // their options through a Builder (nn/builder.h).
 #pragma once
@@ -24,6 +26,9 @@ class Model {
   std::unique_ptr<Module> embed;
   std::vector<std::unique_ptr<Module>> blocks;
   std::unique_ptr<LossHead> head;
+  // Output shape of module m without the batch dimension, for every module
+  // but the head (pipeline stages size their receive buffers with it).
+  std::vector<Shape> sample_shapes;
   double flops_per_sample = 0;  // training (forward + backward) FLOPs
   int64_t loss_terms_per_sample = 1;
 
@@ -33,7 +38,8 @@ class Model {
   // communication here.
   std::function<void(int)> on_backward_done;
 
-  // All parameters in a fixed order: input layer, blocks, head.
+  // All parameters in a fixed order: input layer, blocks, head (only the
+  // modules kept, see keep_modules).
   std::vector<Parameter*> parameters();
   int num_modules() const {
     return static_cast<int>(blocks.size()) + 2;
@@ -52,6 +58,33 @@ class Model {
       Context& ctx,
       float scale,
       LossStats& stats);
+  // Forward of modules [first, last] on one (micro-)batch. x: the input of
+  // module `first` (the raw input when first == 0). When last is the head,
+  // targets are its labels, the loss terms go to stats and the result is
+  // undefined; otherwise the result is module last's output. recompute:
+  // each block keeps only its input (Context::recompute_input) and
+  // backward_range runs its forward again (activation checkpointing).
+  // The module's Context is ctx.child(m).
+  Tensor forward_range(
+      int first,
+      int last,
+      const Tensor& x,
+      const Tensor& targets,
+      Context& ctx,
+      LossStats& stats,
+      bool recompute = false);
+  // Backward of modules [first, last] after forward_range on ctx. dy: the
+  // gradient of module last's output (ignored when last is the head, whose
+  // loss is scaled by `scale`). Returns the gradient of module first's
+  // input (undefined when first == 0). Calls on_backward_done(m) after each
+  // module.
+  Tensor backward_range(
+      int first, int last, const Tensor& dy, Context& ctx, float scale);
+  // Frees the modules m with keep[m] false (a pipeline rank holds only its
+  // stages); their parameters disappear from parameters().
+  void keep_modules(const std::vector<bool>& keep);
+  bool has_module(int m) const;
+
   // Forward only (evaluation); nothing is kept for backward.
   void forward_eval(
       const Tensor& input,
@@ -60,11 +93,7 @@ class Model {
       LossStats& stats);
 
  private:
-  void forward(
-      const Tensor& input,
-      const Tensor& targets,
-      Context& ctx,
-      LossStats& stats);
+  Module& module(int m);
   std::vector<Parameter*> params_;
 };
 

@@ -24,6 +24,7 @@ Context& Context::child(size_t i) {
 void Context::clear() {
   saved.clear();
   ints.clear();
+  recompute_input = Tensor();
   for (auto& c : children_)
     c->clear();
 }

@@ -60,6 +60,9 @@ class Context {
   // return an undefined Tensor.
   bool need_input_grad = true;
   std::vector<int64_t> ints;  // small values backward needs (e.g. a size)
+  // Activation checkpointing: the module's input, kept instead of `saved`
+  // until backward recomputes the forward (Model::backward_range).
+  Tensor recompute_input;
 
   // Context of child i, created on first use (inherits `run`).
   Context& child(size_t i);

@@ -15,22 +15,36 @@ std::vector<double> grad_squares_local(const std::vector<Parameter*>& params) {
   return out;
 }
 
-double grad_norm(const std::vector<Parameter*>& params) {
-  double total = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    // Serial layout only for now: a sharded block would need a reduction
-    // over its shard groups, which the parallel issues add.
+namespace {
+
+double grad_squares_total(const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    // Serial and pipeline layouts only: a sharded block would need a
+    // reduction over its shard groups (tensor-parallel layouts add it).
     NDT_ASSERT(
-        params[i]->layout.is_full(),
+        p->layout.is_full(),
         "grad_norm of a sharded parameter needs a process group");
   }
+  double total = 0;
   for (double s : grad_squares_local(params))
     total += s;
-  return std::sqrt(total);
+  return total;
 }
 
-double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
-  double norm = grad_norm(params);
+}  // namespace
+
+double grad_norm(const std::vector<Parameter*>& params) {
+  return std::sqrt(grad_squares_total(params));
+}
+
+double clip_grad_norm(
+    const std::vector<Parameter*>& params,
+    double max_norm,
+    const std::function<void(double&)>& sum_holders) {
+  double sq = grad_squares_total(params);
+  if (sum_holders)
+    sum_holders(sq);
+  const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     float s = static_cast<float>(max_norm / (norm + 1e-6));
     for (Parameter* p : params)

@@ -10,7 +10,12 @@
 // (parallel.dp_mode=threads: parallel.dp replicas on as many threads,
 // gradients reduced to replica 0, one optimizer step, parameters broadcast
 // back). Every layout may accumulate gradients over parallel.grad_accum
-// micro-batches. Step s always consumes global samples [s*B, (s+1)*B).
+// micro-batches. Pipeline (parallel.pp = P > 1): this rank holds the
+// chunks of its pipeline rank (stage partition by parallel.pp_split or
+// balanced by parameters, pipeline/partition.h) and a PipelineExecutor
+// runs its instruction list of the configured schedule over
+// parallel.microbatches micro-batches; composes with dp over MPI (world =
+// dp x pp). Step s always consumes global samples [s*B, (s+1)*B).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +29,11 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/ddp.h"
+#include "parallel/pipeline/executor.h"
+#include "parallel/pipeline/schedules.h"
+#include "parallel/pipeline/tracer.h"
 #include "train/data_source.h"
+#include "train/groups.h"
 
 namespace ndt {
 
@@ -40,11 +49,17 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// A parameter of the whole model, whichever pipeline rank holds it.
+struct ParamInfo {
+  std::string name;
+  Shape shape;
+  int pp_rank = 0;  // holder
+};
+
 class Engine {
  public:
-  // `dp_group`: the data-parallel group when parallel.dp_mode=mpi and
-  // parallel.dp > 1 (its size must equal parallel.dp), else null.
-  Engine(const Config& config, DataSource& data, ProcessGroup* dp_group);
+  // Group sizes must equal parallel.dp and parallel.pp.
+  Engine(const Config& config, DataSource& data, Groups groups);
   ~Engine();
 
   StepResult step(int64_t step);
@@ -52,9 +67,27 @@ class Engine {
   // slice, results reduced).
   EvalResult evaluate(int64_t step);
 
-  // Replica 0's model and the optimizer that updates it.
+  // Replica 0's model (on a pipeline rank: only its chunks) and the
+  // optimizer that updates it.
   Model& model() {
     return *replicas_[0];
+  }
+  const Groups& groups() const {
+    return groups_;
+  }
+  // Every parameter of the model in serial order, with its holder.
+  const std::vector<ParamInfo>& all_parameters() const {
+    return all_params_;
+  }
+  // Blocks per virtual pipeline stage (empty without a pipeline).
+  const std::vector<int>& stage_blocks() const {
+    return stage_blocks_;
+  }
+  const PipelineExecutor* pipeline() const {
+    return executor_.get();
+  }
+  Tracer& tracer() {
+    return tracer_;
   }
   Optimizer& optimizer() {
     return *opt_;
@@ -74,9 +107,13 @@ class Engine {
       const Tensor& targets,
       LossStats& stats);
 
+  void partition_pipeline();
+  void optimizer_step();
+
   Config config_;
   DataSource& data_;
-  ProcessGroup* group_;
+  Groups groups_;
+  ProcessGroup* group_;  // groups_.dp
   SerialBuilder builder_;
   std::vector<std::unique_ptr<Model>> replicas_;  // 1, or dp in threads mode
   std::vector<Context> contexts_;
@@ -85,6 +122,14 @@ class Engine {
   LrScheduleOptions schedule_;
   int dp_ = 1;    // replicas in the layout
   int rank_ = 0;  // this process's data-parallel rank (mpi mode)
+  std::vector<ParamInfo> all_params_;
+  // Pipeline:
+  std::vector<int> stage_blocks_;
+  Schedule pipe_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  Tracer tracer_;
+  int64_t step_ = 0;  // step being run (for the optimizer callback)
+  StepResult result_;
   Tensor input_;  // this process's samples of one step
   Tensor targets_;
 };

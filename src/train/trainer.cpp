@@ -20,6 +20,7 @@
 #include "train/engine.h"
 #include "train/factory.h"
 #include "train/peak.h"
+#include "train/run_checkpoint.h"
 
 namespace ndt {
 namespace {
@@ -52,114 +53,11 @@ std::string human_duration(double s) {
   return buf;
 }
 
-std::vector<NamedTensor> to_named(const NamedState& state) {
-  std::vector<NamedTensor> out;
-  for (const auto& [name, t] : state)
-    out.push_back({name, t});
-  return out;
-}
-
-std::string save(
-    const Config& config, Model& model, Optimizer& opt, int64_t step) {
-  Checkpoint ck;
-  for (Parameter* p : model.parameters())
-    ck.model.push_back({p->name, p->value});
-  ck.optimizer = to_named(opt.state());
-  ck.manifest["config"] = config_to_json(config);
-  ck.manifest["model"] = {
-      {"kind", model.kind}, {"parameters", model.num_parameters()}};
-  ck.manifest["optimizer"] = {
-      {"name", to_string(config.optim.name)}, {"step", opt.step_count()}};
-  ck.manifest["data"] = {
-      {"samples_seen", step * config.train.batch_size},
-      {"seed", config.train.seed}};
-  return save_checkpoint(config.run_dir() + "/checkpoints", step, ck);
-}
-
-// Loads `dir` into model and optimizer; returns the step to continue from.
-int64_t resume(
-    const Config& config,
-    const std::string& dir,
-    Model& model,
-    Optimizer& opt) {
-  Checkpoint ck = load_checkpoint(dir);
-  const nlohmann::json& m = ck.manifest;
-  NDT_CHECK(
-      m.contains("config") && m.contains("optimizer"),
-      CheckpointError,
-      "checkpoint ",
-      dir,
-      ": manifest.json lacks config or optimizer");
-  Config saved = config_from_json(m["config"]);
-  nlohmann::json want = config_to_json(config);
-  nlohmann::json have = config_to_json(saved);
-  NDT_CHECK(
-      want["model"] == have["model"],
-      ConfigError,
-      "checkpoint ",
-      dir,
-      " holds model ",
-      have["model"].dump(),
-      " but the config asks for ",
-      want["model"].dump());
-  NDT_CHECK(
-      saved.train.batch_size == config.train.batch_size,
-      ConfigError,
-      "checkpoint ",
-      dir,
-      " was trained with train.batch_size=",
-      saved.train.batch_size,
-      "; resuming needs the same value, got ",
-      config.train.batch_size);
-  std::map<std::string, const Tensor*> tensors;
-  for (const NamedTensor& t : ck.model)
-    tensors[t.name] = &t.tensor;
-  auto params = model.parameters();
-  NDT_CHECK(
-      tensors.size() == params.size(),
-      CheckpointError,
-      "checkpoint ",
-      dir,
-      " has ",
-      tensors.size(),
-      " model tensors, the model has ",
-      params.size());
-  for (Parameter* p : params) {
-    auto it = tensors.find(p->name);
-    NDT_CHECK(
-        it != tensors.end(),
-        CheckpointError,
-        "checkpoint ",
-        dir,
-        " lacks tensor '",
-        p->name,
-        "'");
-    NDT_CHECK(
-        it->second->shape() == p->value.shape(),
-        CheckpointError,
-        "checkpoint ",
-        dir,
-        " tensor '",
-        p->name,
-        "' has shape ",
-        shape_str(it->second->shape()),
-        ", expected ",
-        shape_str(p->value.shape()));
-    p->value.copy_(*it->second);
-  }
-  NamedState state;
-  for (const NamedTensor& t : ck.optimizer)
-    state.emplace_back(t.name, t.tensor);
-  int64_t step = m.at("step").get<int64_t>();
-  opt.load_state(state, m.at("optimizer").at("step").get<int64_t>());
-  return step;
-}
-
 }  // namespace
 
 TrainSummary run_training(const Config& config, const TrainOptions& options) {
-  const bool lead =
-      options.dp_group == nullptr || options.dp_group->rank() == 0;
+  const Groups& groups = options.groups;
+  const bool lead = groups.world == nullptr || groups.world->rank() == 0;
   std::ostringstream quiet;
   std::ostream& out = !lead ? quiet : options.out ? *options.out : std::cout;
   const int threads =
@@ -168,25 +66,38 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
 
   // Data first: a bad path fails before the model is allocated.
   DataSource data(config);
-  Engine engine(config, data, options.dp_group);
+  Engine engine(config, data, groups);
   Model& model = engine.model();
-  Optimizer& opt = engine.optimizer();
 
   const int64_t B = config.train.batch_size;
   const int dp = config.parallel.dp;
+  const int pp = config.parallel.pp;
+  int64_t n_params = 0;
+  for (const ParamInfo& p : engine.all_parameters())
+    n_params += shape_numel(p.shape);
   const double flops_per_step = model.flops_per_sample * B;
   const double peak = measure_sgemm_peak_gflops();
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
       << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s"
-      << (dp > 1 ? " per replica" : "") << "\n"
-      << "ndtrain: model " << model.kind << ", " << model.num_parameters()
+      << (dp * pp > 1 ? " per rank" : "") << "\n"
+      << "ndtrain: model " << model.kind << ", " << n_params
       << " parameters, " << flops_per_step / 1e9 << " GFLOP per step (batch "
       << B << ")\n";
-  if (dp > 1) {
+  if (dp > 1 && pp == 1) {
     out << "ndtrain: data parallel, " << dp << " replicas ("
         << to_string(config.parallel.dp_mode) << "), "
         << config.parallel.grad_accum << " micro-batch(es) of "
         << B / dp / config.parallel.grad_accum << " per replica\n";
+  }
+  if (pp > 1) {
+    const ParallelConfig& p = config.parallel;
+    out << "ndtrain: pipeline, " << pp << " stages x " << p.pp_chunks
+        << " chunk(s), schedule " << to_string(p.schedule) << ", "
+        << p.microbatches << " micro-batch(es) of " << B / dp / p.microbatches
+        << ", recompute " << to_string(p.recompute) << "; blocks per stage";
+    for (int n : engine.stage_blocks())
+      out << " " << n;
+    out << (dp > 1 ? "; data parallel x" + std::to_string(dp) : "") << "\n";
   }
 
   TrainSummary summary;
@@ -205,7 +116,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
           summary.run_dir,
           "/checkpoints");
     }
-    start = resume(config, dir, model, opt);
+    start = load_run_checkpoint(config, dir, engine);
     NDT_CHECK(
         start <= config.train.steps,
         ConfigError,
@@ -256,10 +167,11 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
     t_window = Clock::now();  // keep eval out of throughput
   };
   auto checkpoint = [&](int64_t step) {
+    std::string dir = save_run_checkpoint(config, engine, step);
     if (lead)
-      summary.checkpoint = save(config, model, opt, step);
-    if (options.dp_group)
-      options.dp_group->barrier();
+      summary.checkpoint = dir;
+    if (groups.world)
+      groups.world->barrier();
     t_window = Clock::now();
   };
 
@@ -285,7 +197,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
       double dt = seconds_since(t_window);
       train_seconds += dt;
       double sps = window_steps * B / dt;
-      double mfu = window_steps * flops_per_step / dt / (peak * 1e9 * dp);
+      double mfu =
+          window_steps * flops_per_step / dt / (peak * 1e9 * dp * pp);
       MemoryStats mem = memory_stats();
       double eta = (config.train.steps - step - 1) * dt / window_steps;
       char line[256];

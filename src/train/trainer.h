@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/config.h"
+#include "train/groups.h"
 
 namespace ndt {
 
@@ -25,14 +26,12 @@ struct StepInfo {
   double grad_norm = 0;
 };
 
-class ProcessGroup;
-
 struct TrainOptions {
   std::function<void(const StepInfo&)> on_step;  // after each step
   std::ostream* out = nullptr;                   // progress; null: stdout
-  // Data-parallel group for parallel.dp_mode=mpi (null: serial). Only its
-  // rank 0 prints and writes files.
-  ProcessGroup* dp_group = nullptr;
+  // The job's groups (all null: one process). Only the world's rank 0
+  // prints and writes files.
+  Groups groups;
 };
 
 struct TrainSummary {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <ostream>
 
 #include "comm/process_group.h"
@@ -15,21 +16,43 @@ namespace ndt {
 namespace {
 
 std::string layout_name(const Config& c) {
-  char buf[128];
-  std::snprintf(
-      buf,
-      sizeof buf,
-      "dp=%d (%s) grad_accum=%d",
-      c.parallel.dp,
-      to_string(c.parallel.dp_mode),
-      c.parallel.grad_accum);
+  const ParallelConfig& p = c.parallel;
+  char buf[200];
+  if (p.pp > 1) {
+    std::snprintf(
+        buf,
+        sizeof buf,
+        "dp=%d pp=%d schedule=%s microbatches=%d chunks=%d recompute=%s",
+        p.dp,
+        p.pp,
+        to_string(p.schedule),
+        p.microbatches,
+        p.pp_chunks,
+        to_string(p.recompute));
+  } else {
+    std::snprintf(
+        buf,
+        sizeof buf,
+        "dp=%d (%s) grad_accum=%d",
+        p.dp,
+        to_string(p.dp_mode),
+        p.grad_accum);
+  }
   return buf;
+}
+
+// Sums (or maxes) v over every rank of the job.
+void reduce_job(const Groups& g, double* v, int n, ReduceOp op) {
+  if (g.dp != nullptr)
+    g.dp->all_reduce(v, n, op);
+  if (g.pp != nullptr)
+    g.pp->all_reduce(v, n, op);
 }
 
 }  // namespace
 
 VerifyReport run_verify(
-    const Config& config, ProcessGroup* dp_group, std::ostream& out) {
+    const Config& config, const Groups& groups, std::ostream& out) {
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
@@ -38,8 +61,8 @@ VerifyReport run_verify(
   const int64_t steps = std::min(config.verify.steps, config.train.steps);
 
   DataSource data(config);
-  Engine ref(serial, data, nullptr);
-  Engine par(config, data, dp_group);
+  Engine ref(serial, data, Groups());
+  Engine par(config, data, groups);
 
   out << "verify: " << config.model.dim << "-dim "
       << to_string(config.model.kind) << ", layout " << layout_name(config)
@@ -65,13 +88,19 @@ VerifyReport run_verify(
         rel);
     out << line;
   }
-  // Data-parallel parameters are replicated: the local copy is the global
-  // tensor.
+  // Each rank compares the parameters it holds; data-parallel replicas
+  // hold whole copies, pipeline ranks their chunks' parameters.
   auto pa = ref.model().parameters();
-  auto pb = par.model().parameters();
+  std::map<std::string, Parameter*> held;
+  for (Parameter* p : par.model().parameters())
+    held[p->name] = p;
+  int worst = -1;
   for (size_t i = 0; i < pa.size(); ++i) {
+    auto it = held.find(pa[i]->name);
+    if (it == held.end())
+      continue;
     const float* x = pa[i]->value.data();
-    const float* y = pb[i]->value.data();
+    const float* y = it->second->value.data();
     double diff = 0, norm = 0;
     for (int64_t j = 0; j < pa[i]->value.numel(); ++j) {
       double d = double(x[j]) - y[j];
@@ -81,17 +110,24 @@ VerifyReport run_verify(
     double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
     if (rel >= rep.max_param_rel) {
       rep.max_param_rel = rel;
-      rep.worst_param = pa[i]->name;
+      worst = static_cast<int>(i);
     }
   }
+  // The job's worst tensor: the largest difference, then (ties) the largest
+  // index among the ranks that saw it.
+  double v[1] = {rep.max_param_rel};
+  reduce_job(groups, v, 1, ReduceOp::kMax);
+  double w[1] = {rep.max_param_rel == v[0] ? double(worst) : -1.0};
+  rep.max_param_rel = v[0];
+  reduce_job(groups, w, 1, ReduceOp::kMax);
+  if (w[0] >= 0)
+    rep.worst_param = pa[static_cast<size_t>(w[0])]->name;
+  // Every rank must agree.
   rep.pass = rep.max_loss_rel <= kVerifyLossRtol &&
              rep.max_param_rel <= kVerifyParamRtol;
-  if (dp_group != nullptr) {
-    // Every rank must agree (and so must every replica's parameters).
-    double v[1] = {rep.pass ? 0.0 : 1.0};
-    dp_group->all_reduce(v, 1, ReduceOp::kMax);
-    rep.pass = v[0] == 0.0;
-  }
+  double f[1] = {rep.pass ? 0.0 : 1.0};
+  reduce_job(groups, f, 1, ReduceOp::kMax);
+  rep.pass = f[0] == 0.0;
   char line[200];
   std::snprintf(
       line,

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "io/config.h"
+#include "train/groups.h"
 
 namespace ndt {
 
-class ProcessGroup;
 
 constexpr double kVerifyLossRtol = 1e-5;
 constexpr double kVerifyParamRtol = 1e-5;
@@ -35,9 +35,11 @@ struct VerifyReport {
   bool pass = false;
 };
 
-// Every rank of `dp_group` runs the serial reference too (it needs the
-// whole global batch, so keep verify models small).
+// Every rank runs the serial reference too (it needs the whole global
+// batch, so keep verify models small) and compares the parameters it holds
+// (a pipeline rank: its chunks'); the worst difference is reduced over the
+// job.
 VerifyReport run_verify(
-    const Config& config, ProcessGroup* dp_group, std::ostream& out);
+    const Config& config, const Groups& groups, std::ostream& out);
 
 }  // namespace ndt

@@ -1,0 +1,179 @@
+#include "train/run_checkpoint.h"
+
+#include <map>
+#include <set>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+
+namespace ndt {
+namespace {
+
+constexpr int kTagCheckpoint = 4;
+
+// The optimizer's state tensors per parameter, in the order state()
+// lists them: k consecutive entries "<param name>.<suffix>" per parameter.
+int states_per_param(const NamedState& state, size_t params) {
+  if (params == 0)
+    return 0;  // a stage of parameter-free blocks (dropout)
+  NDT_ASSERT(state.size() % params == 0);
+  return static_cast<int>(state.size() / params);
+}
+
+}  // namespace
+
+std::string save_run_checkpoint(
+    const Config& config, Engine& engine, int64_t step) {
+  const Groups& g = engine.groups();
+  // Data-parallel replicas are identical: replica 0's pipeline writes.
+  if (g.dp != nullptr && g.dp->rank() != 0)
+    return "";
+  Model& model = engine.model();
+  Optimizer& opt = engine.optimizer();
+  auto params = model.parameters();
+  NamedState state = opt.state();
+  const int k = states_per_param(state, params.size());
+  const int pp_rank = g.pp ? g.pp->rank() : 0;
+  if (pp_rank > 0) {
+    // Per held parameter, in serial order: its value, then its k states.
+    for (size_t i = 0; i < params.size(); ++i) {
+      g.pp->send(
+          params[i]->value.data(), params[i]->value.numel(), 0, kTagCheckpoint);
+      for (int j = 0; j < k; ++j) {
+        const Tensor& t = state[i * k + j].second;
+        g.pp->send(t.data(), t.numel(), 0, kTagCheckpoint);
+      }
+    }
+    return "";
+  }
+  // Suffixes of the state tensors, from this rank's first parameter.
+  std::vector<std::string> suffixes;
+  for (int j = 0; j < k; ++j)
+    suffixes.push_back(state[j].first.substr(params[0]->name.size()));
+  std::map<std::string, Tensor> mine_value, mine_state;
+  for (size_t i = 0; i < params.size(); ++i) {
+    mine_value[params[i]->name] = params[i]->value;
+    for (int j = 0; j < k; ++j)
+      mine_state[state[i * k + j].first] = state[i * k + j].second;
+  }
+  Checkpoint ck;
+  const int P = g.pp ? g.pp->size() : 1;
+  for (int q = 0; q < P; ++q) {
+    for (const ParamInfo& info : engine.all_parameters()) {
+      if (info.pp_rank != q)
+        continue;
+      if (q == 0) {
+        ck.model.push_back({info.name, mine_value.at(info.name)});
+        for (const std::string& suf : suffixes) {
+          ck.optimizer.push_back(
+              {info.name + suf, mine_state.at(info.name + suf)});
+        }
+        continue;
+      }
+      Tensor v(info.shape, MemTag::kComm);
+      g.pp->recv(v.data(), v.numel(), q, kTagCheckpoint);
+      ck.model.push_back({info.name, v});
+      for (const std::string& suf : suffixes) {
+        Tensor t(info.shape, MemTag::kComm);
+        g.pp->recv(t.data(), t.numel(), q, kTagCheckpoint);
+        ck.optimizer.push_back({info.name + suf, t});
+      }
+    }
+  }
+  int64_t n_params = 0;
+  for (const ParamInfo& info : engine.all_parameters())
+    n_params += shape_numel(info.shape);
+  ck.manifest["config"] = config_to_json(config);
+  ck.manifest["model"] = {{"kind", model.kind}, {"parameters", n_params}};
+  ck.manifest["optimizer"] = {
+      {"name", to_string(config.optim.name)}, {"step", opt.step_count()}};
+  ck.manifest["data"] = {
+      {"samples_seen", step * config.train.batch_size},
+      {"seed", config.train.seed}};
+  return save_checkpoint(config.run_dir() + "/checkpoints", step, ck);
+}
+
+int64_t load_run_checkpoint(
+    const Config& config, const std::string& dir, Engine& engine) {
+  Checkpoint ck = load_checkpoint(dir);
+  const nlohmann::json& m = ck.manifest;
+  NDT_CHECK(
+      m.contains("config") && m.contains("optimizer"),
+      CheckpointError,
+      "checkpoint ",
+      dir,
+      ": manifest.json lacks config or optimizer");
+  Config saved = config_from_json(m["config"]);
+  nlohmann::json want = config_to_json(config);
+  nlohmann::json have = config_to_json(saved);
+  NDT_CHECK(
+      want["model"] == have["model"],
+      ConfigError,
+      "checkpoint ",
+      dir,
+      " holds model ",
+      have["model"].dump(),
+      " but the config asks for ",
+      want["model"].dump());
+  NDT_CHECK(
+      saved.train.batch_size == config.train.batch_size,
+      ConfigError,
+      "checkpoint ",
+      dir,
+      " was trained with train.batch_size=",
+      saved.train.batch_size,
+      "; resuming needs the same value, got ",
+      config.train.batch_size);
+  std::map<std::string, const Tensor*> tensors;
+  for (const NamedTensor& t : ck.model)
+    tensors[t.name] = &t.tensor;
+  const auto& all = engine.all_parameters();
+  NDT_CHECK(
+      tensors.size() == all.size(),
+      CheckpointError,
+      "checkpoint ",
+      dir,
+      " has ",
+      tensors.size(),
+      " model tensors, the model has ",
+      all.size());
+  for (const ParamInfo& info : all) {
+    auto it = tensors.find(info.name);
+    NDT_CHECK(
+        it != tensors.end(),
+        CheckpointError,
+        "checkpoint ",
+        dir,
+        " lacks tensor '",
+        info.name,
+        "'");
+    NDT_CHECK(
+        it->second->shape() == info.shape,
+        CheckpointError,
+        "checkpoint ",
+        dir,
+        " tensor '",
+        info.name,
+        "' has shape ",
+        shape_str(it->second->shape()),
+        ", expected ",
+        shape_str(info.shape));
+  }
+  for (Parameter* p : engine.model().parameters())
+    p->value.copy_(*tensors.at(p->name));
+  // The optimizer takes the state of the parameters held here; load_state
+  // reports any that is missing.
+  std::set<std::string> wanted;
+  for (const auto& [name, t] : engine.optimizer().state())
+    wanted.insert(name);
+  NamedState state;
+  for (const NamedTensor& t : ck.optimizer) {
+    if (wanted.count(t.name))
+      state.emplace_back(t.name, t.tensor);
+  }
+  engine.optimizer().load_state(
+      state, m.at("optimizer").at("step").get<int64_t>());
+  return m.at("step").get<int64_t>();
+}
+
+}  // namespace ndt

@@ -1,0 +1,32 @@
+// A run's checkpoints in global form: whatever the layout, a checkpoint
+// holds every parameter and optimizer-state tensor whole, under the serial
+// model's names ("blocks.0.attn.qkv.weight", "<param>.exp_avg"), so a
+// checkpoint saved by any layout loads into any other (serial, data
+// parallel, pipeline with any stage count or schedule).
+//
+// Saving is collective over the job: pipeline ranks send the tensors they
+// hold to the job's first rank, which writes the directory (io/checkpoint.h,
+// atomic). Loading: every rank reads the directory and takes the tensors it
+// holds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "io/config.h"
+#include "train/engine.h"
+
+namespace ndt {
+
+// Collective over every rank of engine.groups(). Returns the checkpoint
+// directory on the writing rank, "" on the others.
+std::string save_run_checkpoint(
+    const Config& config, Engine& engine, int64_t step);
+
+// Loads `dir` into the engine's model and optimizer after checking that it
+// holds the configured model and batch size; returns the step to continue
+// from. Throws ConfigError / CheckpointError naming the problem.
+int64_t load_run_checkpoint(
+    const Config& config, const std::string& dir, Engine& engine);
+
+}  // namespace ndt

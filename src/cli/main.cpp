@@ -29,6 +29,7 @@
 #include "io/config.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
+#include "tensor/memory.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/verify.h"
 #include "train/data_source.h"
@@ -239,10 +240,19 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
   Engine engine(config, data, job.groups);
   std::vector<double> ms;
   double exposed0 = 0, comm0 = 0;
+  // Pipeline: compute time and makespan summed over the timed steps.
+  double pipe_busy = 0, pipe_span = 0;
+  ProcessGroup* pp = job.groups.pp;
+  if (job.groups.world)
+    job.groups.world->barrier();
+  engine.tracer().set_origin();
   for (int i = 0; i < a.warmup + a.iters; ++i) {
-    if (i == a.warmup && engine.ddp()) {
-      exposed0 = engine.ddp()->exposed_seconds();
-      comm0 = engine.ddp()->comm_seconds();
+    if (i == a.warmup) {
+      if (engine.ddp()) {
+        exposed0 = engine.ddp()->exposed_seconds();
+        comm0 = engine.ddp()->comm_seconds();
+      }
+      memory_reset_peaks();
     }
     if (job.groups.world)
       job.groups.world->barrier();
@@ -251,9 +261,28 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
     double dt = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
-    if (i >= a.warmup)
+    if (i >= a.warmup) {
       ms.push_back(dt);
+      if (engine.pipeline()) {
+        // The step's makespan runs from the earliest entry to the latest
+        // end of compute over the pipeline's ranks.
+        const PipelineTiming& t = engine.pipeline()->timing();
+        double span[2] = {-t.start, t.end};
+        double busy = t.busy;
+        pp->all_reduce(span, 2, ReduceOp::kMax);
+        pp->all_reduce(&busy, 1);
+        pipe_busy += busy;
+        pipe_span += span[0] + span[1];
+      }
+    }
   }
+  // Peak activation bytes of each rank, gathered by sum into slots.
+  const int world_size = job.groups.world ? job.groups.world->size() : 1;
+  std::vector<double> act_peak(world_size, 0.0);
+  act_peak[std::max(g_world_rank, 0)] = static_cast<double>(
+      memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)]);
+  if (job.groups.world)
+    job.groups.world->all_reduce(act_peak.data(), world_size);
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   if (ms.size() % 2 == 0)
@@ -265,7 +294,7 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
       "ndtrain: %s, threads %d, %lld parameters\n",
       ops::blas_info().c_str(),
       threads,
-      static_cast<long long>(model.num_parameters()));
+      static_cast<long long>(model.num_parameters()));  // held here
   std::printf(
       "bench model=%s threads=%d dp=%d median_ms=%.3f "
       "flops_per_step=%.0f",
@@ -283,6 +312,23 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
         1e3 * exposed,
         comm > 0 ? 1.0 - exposed / comm : 0.0);
   }
+  if (engine.pipeline()) {
+    const ParallelConfig& p = config.parallel;
+    std::printf(
+        " pp=%d schedule=%s microbatches=%d chunks=%d recompute=%s "
+        "bubble=%.4f bubble_theory=%.4f",
+        p.pp,
+        to_string(p.schedule),
+        p.microbatches,
+        p.pp_chunks,
+        to_string(p.recompute),
+        1.0 - pipe_busy / (p.pp * pipe_span),
+        double(p.pp - 1) / (p.pp_chunks * p.microbatches + p.pp - 1));
+  }
+  // Per rank, in MiB (pipeline stage s of replica 0 is rank s).
+  std::printf(" act_peak_mib=");
+  for (int r = 0; r < world_size; ++r)
+    std::printf("%s%.2f", r ? "," : "", act_peak[r] / (1 << 20));
   std::printf("\n");
   return 0;
 }

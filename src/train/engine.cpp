@@ -187,14 +187,14 @@ void Engine::step_replica(
     const double t1 = tracer_.now();
     model.backward_range(0, head, Tensor(), ctx, scale);
     if (rank == 0 || replicas_.size() == 1) {  // one thread records
-      tracer_.add({Op::kForward, k, 0, step, t0, t1});
-      tracer_.add({Op::kBackward, k, 0, step, t1, tracer_.now()});
+      tracer_.add({Op::kForward, k, 0, -1, step, t0, t1});
+      tracer_.add({Op::kBackward, k, 0, -1, step, t1, tracer_.now()});
     }
   }
   if (ddp_) {
     const double t0 = tracer_.now();
     ddp_->finish();
-    tracer_.add({Op::kReduceGrads, -1, -1, step, t0, tracer_.now()});
+    tracer_.add({Op::kReduceGrads, -1, -1, -1, step, t0, tracer_.now()});
   }
 }
 
@@ -210,7 +210,7 @@ void Engine::optimizer_step() {
       replicas_[0]->parameters(), config_.optim.clip_grad_norm, sum_stages);
   result_.lr = lr_at(schedule_, step_);
   opt_->step(result_.lr);
-  tracer_.add({Op::kOptimizerStep, -1, -1, step_, t0, tracer_.now()});
+  tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
 }
 
 StepResult Engine::step(int64_t step) {

@@ -21,6 +21,7 @@
 #include "train/factory.h"
 #include "train/peak.h"
 #include "train/run_checkpoint.h"
+#include "train/trace_file.h"
 
 namespace ndt {
 namespace {
@@ -142,6 +143,10 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   }
 
   const bool is_lm = config.model.kind == ModelKind::kGpt;
+  // One time zero for every rank's trace.
+  if (groups.world)
+    groups.world->barrier();
+  engine.tracer().set_origin();
   auto t_start = Clock::now();
   auto t_window = t_start;
   double train_seconds = 0;
@@ -250,6 +255,12 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   summary.steps = std::max(summary.steps, start);
   run_eval(summary.steps);
   checkpoint(summary.steps);
+  if (config.train.trace) {
+    const std::string path = summary.run_dir + "/trace.json";
+    int64_t n = write_trace(path, engine.tracer(), groups);
+    out << "ndtrain: trace " << path << " (" << n
+        << " spans; open in https://ui.perfetto.dev)\n";
+  }
   out << "ndtrain: trained " << summary.steps << " steps in "
       << human_duration(seconds_since(t_start)) << " ("
       << human_duration(train_seconds) << " training)\n"

@@ -152,7 +152,7 @@ void PipelineExecutor::run(
       timing_.busy += t1 - t0;
       timing_.end = t1;
     }
-    tracer_.add({in.op, in.mb, in.chunk, batch.step, t0, t1});
+    tracer_.add({in.op, in.mb, in.chunk, in.peer, batch.step, t0, t1});
   }
   wait_sends();
   batch_ = nullptr;

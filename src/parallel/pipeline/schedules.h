@@ -11,8 +11,11 @@
 //                cools down with the remaining backwards. V = 1.
 //   interleaved  1F1B over V >= 1 chunks per rank (Megatron's interleaved
 //                schedule): forwards go through the chunks in groups of P
-//                micro-batches, warm-up 2 (P - r - 1) + (V - 1) P forwards
-//                (capped at M V). Works for any M >= 1. With V = 1 it is
+//                micro-batches; warm-up (V - 1) P + (P - r - 1) +
+//                min(P - r - 1, g) forwards, g = size of the last group
+//                (Megatron's 2 (P - r - 1) + (V - 1) P when P divides M),
+//                capped at M V; Note [Interleaved order and warm-up] in
+//                schedules.cpp. Works for any M >= 1. With V = 1 it is
 //                1f1b.
 //
 // Every list ends with kReduceGrads, kOptimizerStep. Sends and receives of

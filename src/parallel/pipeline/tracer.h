@@ -18,6 +18,7 @@ struct Span {
   Op op = Op::kForward;
   int mb = -1;
   int chunk = -1;
+  int peer = -1;
   int64_t step = 0;
   double t0 = 0;  // seconds since the tracer's origin
   double t1 = 0;

@@ -1,0 +1,93 @@
+#include "train/trace_file.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "io/atomic_file.h"
+
+namespace ndt {
+namespace {
+
+constexpr int kFields = 7;  // op, mb, chunk, peer, step, t0, t1
+
+// The (dp, pp) coordinates of a world rank: pp is the fastest axis.
+std::string track_name(int rank, const Groups& g) {
+  const int pp = g.pp ? g.pp->size() : 1;
+  return "rank " + std::to_string(rank) + " (dp " +
+         std::to_string(rank / pp) + ", pp " + std::to_string(rank % pp) + ")";
+}
+
+}  // namespace
+
+int64_t write_trace(
+    const std::string& path, const Tracer& tracer, const Groups& groups) {
+  ProcessGroup* world = groups.world;
+  const int size = world ? world->size() : 1;
+  const int rank = world ? world->rank() : 0;
+  // Gather with sums: every rank's span count, then its spans in its own
+  // slot of a zeroed buffer sized for the longest list.
+  std::vector<double> counts(size, 0.0);
+  counts[rank] = static_cast<double>(tracer.spans().size());
+  if (world)
+    world->all_reduce(counts.data(), size);
+  const int64_t longest =
+      static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
+  const int64_t per_rank = longest * kFields;
+  std::vector<double> all(static_cast<size_t>(per_rank * size), 0.0);
+  double* mine = all.data() + rank * per_rank;
+  for (const Span& s : tracer.spans()) {
+    mine[0] = static_cast<double>(s.op);
+    mine[1] = s.mb;
+    mine[2] = s.chunk;
+    mine[3] = s.peer;
+    mine[4] = static_cast<double>(s.step);
+    mine[5] = s.t0;
+    mine[6] = s.t1;
+    mine += kFields;
+  }
+  if (world && per_rank > 0)
+    world->all_reduce(all.data(), static_cast<int64_t>(all.size()));
+  if (rank != 0)
+    return 0;
+  nlohmann::json events = nlohmann::json::array();
+  int64_t n = 0;
+  for (int r = 0; r < size; ++r) {
+    events.push_back(
+        {{"name", "thread_name"},
+         {"ph", "M"},
+         {"pid", 0},
+         {"tid", r},
+         {"args", {{"name", track_name(r, groups)}}}});
+    for (int64_t i = 0; i < static_cast<int64_t>(counts[r]); ++i) {
+      const double* f = all.data() + r * per_rank + i * kFields;
+      Instr in{
+          static_cast<Op>(static_cast<int>(f[0])),
+          static_cast<int>(f[1]),
+          static_cast<int>(f[2]),
+          static_cast<int>(f[3])};
+      nlohmann::json args = {{"step", static_cast<int64_t>(f[4])}};
+      if (in.mb >= 0)
+        args["microbatch"] = in.mb;
+      if (in.chunk >= 0)
+        args["chunk"] = in.chunk;
+      events.push_back(
+          {{"name", to_string(in)},
+           {"cat", to_string(in.op)},
+           {"ph", "X"},
+           {"pid", 0},
+           {"tid", r},
+           {"ts", f[5] * 1e6},
+           {"dur", std::max(0.0, f[6] - f[5]) * 1e6},
+           {"args", args}});
+      ++n;
+    }
+  }
+  nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  const std::string text = doc.dump();
+  write_file_atomic(
+      path, [&](FileWriter& w) { w.write(text.data(), text.size()); });
+  return n;
+}
+
+}  // namespace ndt

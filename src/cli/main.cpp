@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/activity.h"
 #include "base/check.h"
 #include "comm/mesh.h"
 #include "comm/mpi_process_group.h"
@@ -169,6 +170,8 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
   job.mpi = std::make_unique<MpiRuntime>(argc, argv);
   g_world_rank = job.mpi->world_rank();
   g_world_size = job.mpi->world_size();
+  if (g_world_size > 1)
+    install_termination_report(g_world_rank);
   const int n = g_world_size;
   if (n == 1 && want == 1)
     return job;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "base/activity.h"
 #include "base/check.h"
 #include "comm/local_process_group.h"
 #include "optim/grad_norm.h"
@@ -181,6 +182,10 @@ void Engine::step_replica(
     if (ddp_)
       ddp_->set_sync(k == K - 1);
     const int head = model.num_modules() - 1;
+    if (rank == rank_)
+      set_activity(
+          "step " + std::to_string(step) + ", micro-batch " +
+          std::to_string(k) + ": forward and backward");
     const double t0 = tracer_.now();
     model.forward_range(
         0, head, rows(input, k * mb, mb), rows(targets, k * mb, mb), ctx, stats);
@@ -192,6 +197,9 @@ void Engine::step_replica(
     }
   }
   if (ddp_) {
+    set_activity(
+        "step " + std::to_string(step) +
+        ": data-parallel gradient all-reduce (group dp)");
     const double t0 = tracer_.now();
     ddp_->finish();
     tracer_.add({Op::kReduceGrads, -1, -1, -1, step, t0, tracer_.now()});

@@ -4,8 +4,9 @@
 # rank, the operation and the group (and, in a pipeline, the stage and the
 # instruction), and the whole job must exit non-zero within the watchdog
 # bound (comm.timeout_s=3) plus 15 s. Then the same with rank 1 killed
-# (SIGKILL): the job must end non-zero (mpirun ends it, naming the dead
-# rank).
+# (SIGKILL): the job must end non-zero: mpirun ends it, naming the dead
+# rank, and the survivor reports what it was doing (the pipeline stage and
+# instruction) when the launcher's SIGTERM arrives.
 # Layouts: data parallel (dp=2) and a 2-stage 1F1B pipeline (pp=2).
 # Usage: stuck_rank.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
@@ -68,5 +69,7 @@ dp_msg="rank 0: all_reduce on group dp timed out after 3 s"
 # Rank 0 (stage 0) waits on stage 1 in a receive, send or the clipping
 # all-reduce of kOptimizerStep, whichever instruction it is at.
 pp_msg="pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\): rank 0: .* on group pp timed out after 3 s"
-run_case STOP dp "$dp_msg" && run_case KILL dp "" &&
-  run_case STOP pp "$pp_msg" && run_case KILL pp "" && echo "PASS"
+dp_dead="\\[rank 0\\] terminated by the launcher \\(another rank ended\\) during: step [0-9]+"
+pp_dead="\\[rank 0\\] terminated by the launcher \\(another rank ended\\) during: pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\)"
+run_case STOP dp "$dp_msg" && run_case KILL dp "$dp_dead" &&
+  run_case STOP pp "$pp_msg" && run_case KILL pp "$pp_dead" && echo "PASS"

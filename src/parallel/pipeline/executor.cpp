@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "base/activity.h"
 #include "base/check.h"
 #include "base/error.h"
 
@@ -65,12 +66,16 @@ PipelineExecutor::Slot& PipelineExecutor::slot(const Instr& in) {
   return slots_.at(in.mb).at(in.chunk);
 }
 
+std::string PipelineExecutor::label(const Instr& in, int index) const {
+  return "pipeline stage " + std::to_string(group_.rank()) + " of " +
+         std::to_string(group_.size()) + ", instruction " +
+         std::to_string(index) + " '" + to_string(in) + "' (" +
+         to_string(in.op) + ")";
+}
+
 void PipelineExecutor::fail(
     const Instr& in, int index, const char* what) const {
-  throw CommError(
-      "pipeline stage " + std::to_string(group_.rank()) + " of " +
-      std::to_string(group_.size()) + ", instruction " + std::to_string(index) +
-      " '" + to_string(in) + "' (" + to_string(in.op) + "): " + what);
+  throw CommError(label(in, index) + ": " + what);
 }
 
 void PipelineExecutor::post_send(
@@ -145,6 +150,7 @@ void PipelineExecutor::run(
   timing_.start = tracer_.now();
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr& in = instrs[i];
+    set_activity(label(in, static_cast<int>(i)));
     const double t0 = tracer_.now();
     execute(in, static_cast<int>(i));
     const double t1 = tracer_.now();

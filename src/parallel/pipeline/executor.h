@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/process_group.h"
@@ -112,6 +113,8 @@ class PipelineExecutor {
   void post_recv(const Instr& in, int index, Tensor& dst, Shape shape, int tag);
   void wait_recv(Slot& s, const Instr& in, int index);
   void wait_sends();
+  // "pipeline stage S of P, instruction I 'RG3<1' (recv_grad)".
+  std::string label(const Instr& in, int index) const;
   [[noreturn]] void fail(const Instr& in, int index, const char* what) const;
 
   Model& model_;

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(g++ cmake make pkg-config libgtest-dev
   libopenblas-openmp-dev openmpi-bin libopenmpi-dev
   libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist fortunes)
+  dataset-fashion-mnist fortunes python3)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch python3-numpy python3-matplotlib)
 fi

@@ -16,8 +16,8 @@ namespace ndt {
 // Blocks per stage (stages entries, each >= 1, summing to
 // block_cost.size()) minimising the largest stage cost, where a stage's
 // cost is the sum of its blocks' costs plus first_cost on stage 0 and
-// last_cost on the last stage. Deterministic (ties always resolve the same
-// way). Requires 1 <= stages <= block_cost.size().
+// last_cost on the last stage; among such splits, the most even one
+// (smallest sum of squared stage costs). Deterministic. Requires 1 <= stages <= block_cost.size().
 std::vector<int> partition_blocks(
     const std::vector<int64_t>& block_cost,
     int stages,

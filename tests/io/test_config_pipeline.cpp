@@ -1,0 +1,226 @@
+// Pipeline keys of the config (parallel.pp, pp_chunks, pp_split, schedule,
+// microbatches, recompute, train.trace): a valid pipeline config loads and
+// round-trips, and every rule of check_pipeline() fails with a ConfigError
+// naming the keys and the values at fault.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "io/config.h"
+
+namespace ndt {
+namespace {
+
+// The ConfigError message of load_config("", overrides); fails the test if
+// it throws nothing.
+std::string override_error(const std::vector<std::string>& overrides) {
+  try {
+    load_config("", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+void expect_has(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    EXPECT_NE(msg.find(p), std::string::npos)
+        << "message: " << msg << "\nmissing: " << p;
+  }
+}
+
+// A GPT of `depth` blocks on synthetic data, plus `more` overrides.
+std::vector<std::string> gpt(int depth, std::vector<std::string> more) {
+  std::vector<std::string> out = {
+      "model.kind=gpt",
+      "data.name=synthetic",
+      "model.depth=" + std::to_string(depth)};
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+TEST(ConfigPipeline, Defaults) {
+  Config c = load_config("", {});
+  EXPECT_EQ(c.parallel.pp, 1);
+  EXPECT_EQ(c.parallel.pp_chunks, 1);
+  EXPECT_TRUE(c.parallel.pp_split.empty());
+  EXPECT_EQ(c.parallel.schedule, PipeSchedule::kOneFOneB);
+  EXPECT_EQ(c.parallel.microbatches, 1);
+  EXPECT_EQ(c.parallel.recompute, Recompute::kNone);
+  EXPECT_FALSE(c.train.trace);
+}
+
+TEST(ConfigPipeline, ValidPipelineLoads) {
+  Config c = load_config(
+      "",
+      gpt(8,
+          {"parallel.dp=2",
+           "parallel.pp=2",
+           "parallel.pp_chunks=2",
+           "parallel.pp_split=[1, 3, 3, 1]",
+           "parallel.schedule=interleaved",
+           "parallel.microbatches=4",
+           "parallel.recompute=block",
+           "train.trace=true",
+           "train.batch_size=16"}));
+  EXPECT_EQ(c.parallel.dp, 2);
+  EXPECT_EQ(c.parallel.pp, 2);
+  EXPECT_EQ(c.parallel.pp_chunks, 2);
+  EXPECT_EQ(c.parallel.pp_split, (std::vector<int>{1, 3, 3, 1}));
+  EXPECT_EQ(c.parallel.schedule, PipeSchedule::kInterleaved);
+  EXPECT_EQ(c.parallel.microbatches, 4);
+  EXPECT_EQ(c.parallel.recompute, Recompute::kBlock);
+  EXPECT_TRUE(c.train.trace);
+  EXPECT_EQ(
+      config_to_json(config_from_json(config_to_json(c))), config_to_json(c));
+
+  // Every schedule with one chunk; pp as large as the blocks allow.
+  for (const char* s : {"naive", "gpipe", "1f1b", "interleaved"}) {
+    SCOPED_TRACE(s);
+    Config k = load_config(
+        "",
+        gpt(4,
+            {"parallel.pp=4",
+             "parallel.microbatches=2",
+             std::string("parallel.schedule=") + s}));
+    EXPECT_STREQ(to_string(k.parallel.schedule), s);
+  }
+  // An MLP with dropout has two blocks per hidden layer (linear, dropout).
+  EXPECT_NO_THROW(load_config(
+      "", {"model.hidden=[64, 32]", "model.dropout=0.1", "parallel.pp=4"}));
+}
+
+TEST(ConfigPipeline, PipelineKeysNeedAPipeline) {
+  expect_has(
+      override_error({"parallel.microbatches=4"}),
+      {"parallel.microbatches=4",
+       "needs a pipeline (parallel.pp > 1)",
+       "parallel.grad_accum"});
+  for (const char* key :
+       {"parallel.pp_chunks=2",
+        "parallel.pp_split=[1, 1]",
+        "parallel.recompute=block"}) {
+    SCOPED_TRACE(key);
+    expect_has(
+        override_error({key}),
+        {"parallel.pp_chunks, parallel.pp_split and parallel.recompute need "
+         "a pipeline (parallel.pp > 1)"});
+  }
+}
+
+TEST(ConfigPipeline, ChunksNeedInterleavedSchedule) {
+  for (const char* s : {"naive", "gpipe", "1f1b"}) {
+    SCOPED_TRACE(s);
+    expect_has(
+        override_error(
+            gpt(8,
+                {"parallel.pp=2",
+                 "parallel.pp_chunks=2",
+                 std::string("parallel.schedule=") + s})),
+        {"parallel.pp_chunks=2",
+         "needs parallel.schedule=interleaved",
+         std::string("got ") + s});
+  }
+}
+
+TEST(ConfigPipeline, GradAccumWithPipeline) {
+  expect_has(
+      override_error({"parallel.pp=2", "parallel.grad_accum=2"}),
+      {"parallel.grad_accum=2 with parallel.pp=2",
+       "parallel.microbatches",
+       "set parallel.grad_accum=1"});
+}
+
+TEST(ConfigPipeline, ThreadsDataParallelWithPipeline) {
+  expect_has(
+      override_error(
+          {"parallel.pp=2", "parallel.dp=2", "parallel.dp_mode=threads"}),
+      {"parallel.pp=2 needs parallel.dp_mode=mpi"});
+}
+
+TEST(ConfigPipeline, MoreStagesThanBlocks) {
+  // Default MLP: two hidden layers, no dropout: 2 blocks.
+  expect_has(
+      override_error({"parallel.pp=3"}),
+      {"parallel.pp (3) x parallel.pp_chunks (1) = 3 stages",
+       "model.kind mlp has only 2 blocks",
+       "at most 2 stages"});
+  expect_has(
+      override_error(
+          gpt(6,
+              {"parallel.pp=2",
+               "parallel.pp_chunks=4",
+               "parallel.schedule=interleaved"})),
+      {"parallel.pp (2) x parallel.pp_chunks (4) = 8 stages",
+       "model.kind gpt has only 6 blocks",
+       "at most 6 stages"});
+  expect_has(
+      override_error({"model.kind=vit", "model.depth=2", "parallel.pp=4"}),
+      {"= 4 stages", "model.kind vit has only 2 blocks"});
+}
+
+TEST(ConfigPipeline, SplitMustMatchStagesAndBlocks) {
+  // Wrong length (sum right).
+  expect_has(
+      override_error(gpt(4, {"parallel.pp=2", "parallel.pp_split=[1, 1, 2]"})),
+      {"parallel.pp_split has 3 entries summing to 4",
+       "parallel.pp x parallel.pp_chunks = 2 entries",
+       "the model's 4 blocks"});
+  // Wrong sum (length right).
+  expect_has(
+      override_error(gpt(4, {"parallel.pp=2", "parallel.pp_split=[1, 2]"})),
+      {"parallel.pp_split has 2 entries summing to 3",
+       "= 2 entries",
+       "the model's 4 blocks"});
+  // With chunks: pp x pp_chunks entries.
+  expect_has(
+      override_error(
+          gpt(8,
+              {"parallel.pp=2",
+               "parallel.pp_chunks=2",
+               "parallel.schedule=interleaved",
+               "parallel.pp_split=[4, 4]"})),
+      {"parallel.pp_split has 2 entries summing to 8",
+       "parallel.pp x parallel.pp_chunks = 4 entries"});
+  // Each entry >= 1.
+  expect_has(
+      override_error(gpt(4, {"parallel.pp=2", "parallel.pp_split=[0, 4]"})),
+      {"config key 'parallel.pp_split' entries must be >= 1, got 0"});
+}
+
+TEST(ConfigPipeline, BatchMustSplitOverReplicasAndMicroBatches) {
+  expect_has(
+      override_error(
+          gpt(4,
+              {"parallel.dp=2",
+               "parallel.pp=2",
+               "parallel.microbatches=3",
+               "train.batch_size=16"})),
+      {"train.batch_size (16)",
+       "parallel.dp (2) x parallel.microbatches (3) = 6"});
+  EXPECT_NO_THROW(load_config(
+      "",
+      gpt(4,
+          {"parallel.dp=2",
+           "parallel.pp=2",
+           "parallel.microbatches=3",
+           "train.batch_size=18"})));
+}
+
+TEST(ConfigPipeline, BadEnumsListAllowedValues) {
+  expect_has(
+      override_error({"parallel.schedule=zigzag"}),
+      {"config key 'parallel.schedule' must be one of naive, gpipe, 1f1b, "
+       "interleaved, got 'zigzag'"});
+  expect_has(
+      override_error({"parallel.recompute=full"}),
+      {"config key 'parallel.recompute' must be one of none, block, got "
+       "'full'"});
+}
+
+}  // namespace
+}  // namespace ndt

@@ -42,27 +42,13 @@ void init_parameter(Parameter& p, uint64_t seed) {
     case Init::kNormal:
       break;
   }
-  // Local block of a possibly sharded tensor: element (i0, i1, ...) of the
-  // block takes the global flat index of its global position.
-  const Shape& g = p.layout.global_shape;
-  Shape l = p.value.shape();
-  std::vector<int64_t> off = p.layout.local_offset();
+  // Local block of a possibly sharded tensor: each element takes the
+  // value of its global flat index, so every layout draws the serial values.
   uint64_t key = rng_key(seed, p.name);
   float* out = p.value.data();
-  int64_t n = p.value.numel();
-  int nd = static_cast<int>(l.size());
-  std::vector<int64_t> idx(nd, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t flat = 0;
-    for (int d = 0; d < nd; ++d)
-      flat = flat * g[d] + idx[d] + off[d];
-    out[i] = spec.std * rng_normal(key, static_cast<uint64_t>(flat));
-    for (int d = nd - 1; d >= 0; --d) {
-      if (++idx[d] < l[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  p.layout.for_each_local([&](int64_t i, int64_t global) {
+    out[i] = spec.std * rng_normal(key, static_cast<uint64_t>(global));
+  });
 }
 
 }  // namespace ndt

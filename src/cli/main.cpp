@@ -151,7 +151,7 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
   Job& job = g_job.emplace();
   const ParallelConfig& p = config.parallel;
   const int mpi_dp = p.dp_mode == DpMode::kMpi ? p.dp : 1;
-  const int want = mpi_dp * p.pp;
+  const int want = mpi_dp * p.pp * p.tp;
   if (!launched_by_mpi()) {
     NDT_CHECK(
         want == 1,
@@ -160,6 +160,8 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
         p.dp,
         " parallel.pp=",
         p.pp,
+        " parallel.tp=",
+        p.tp,
         " needs ",
         want,
         " MPI ranks: mpirun -np ",
@@ -186,6 +188,8 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
       to_string(p.dp_mode),
       ") x parallel.pp (",
       p.pp,
+      ") x parallel.tp (",
+      p.tp,
       ") = ",
       want,
       "; run mpirun -np ",
@@ -193,15 +197,25 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
       " or change the layout");
   job.world = job.mpi->world();
   job.world->set_timeout_s(config.comm.timeout_s);
-  job.mesh = std::make_unique<Mesh>(
-      *job.world,
-      std::vector<int>{mpi_dp, p.pp},
-      std::vector<std::string>{"dp", "pp"});
+  // Mesh axes in parallel.order (validated: a permutation of dp, pp, tp),
+  // the last one fastest.
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+  std::string order = p.order + ",";
+  for (size_t at = 0, comma; (comma = order.find(',', at)) != std::string::npos;
+       at = comma + 1) {
+    names.push_back(order.substr(at, comma - at));
+    sizes.push_back(
+        names.back() == "dp" ? mpi_dp : names.back() == "pp" ? p.pp : p.tp);
+  }
+  job.mesh = std::make_unique<Mesh>(*job.world, sizes, names);
   job.groups.world = job.world.get();
   if (mpi_dp > 1)
     job.groups.dp = &job.mesh->group("dp");
   if (p.pp > 1)
     job.groups.pp = &job.mesh->group("pp");
+  if (p.tp > 1)
+    job.groups.tp = &job.mesh->group("tp");
   return job;
 }
 

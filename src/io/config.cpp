@@ -149,6 +149,15 @@ const char* to_string(Recompute v) {
   return "";
 }
 
+const char* to_string(TpMode v) {
+  switch (v) {
+    case TpMode::k1d:
+      return "1d";
+  }
+  NDT_ASSERT(false, "invalid TpMode ", static_cast<int>(v));
+  return "";
+}
+
 int model_blocks(const ModelConfig& m) {
   switch (m.kind) {
     case ModelKind::kMlp:
@@ -156,6 +165,21 @@ int model_blocks(const ModelConfig& m) {
     case ModelKind::kVit:
     case ModelKind::kGpt:
       return m.depth;
+  }
+  NDT_ASSERT(false, "invalid ModelKind ", static_cast<int>(m.kind));
+  return 0;
+}
+
+int64_t model_tokens(const ModelConfig& m) {
+  switch (m.kind) {
+    case ModelKind::kMlp:
+      return 1;
+    case ModelKind::kVit: {
+      const int64_t side = m.image_size / m.patch;
+      return side * side + (m.pool == Pool::kCls ? 1 : 0);
+    }
+    case ModelKind::kGpt:
+      return m.seq_len;
   }
   NDT_ASSERT(false, "invalid ModelKind ", static_cast<int>(m.kind));
   return 0;
@@ -208,6 +232,10 @@ struct EnumValues<PipeSchedule> {
 template <>
 struct EnumValues<Recompute> {
   static constexpr Recompute kAll[] = {Recompute::kNone, Recompute::kBlock};
+};
+template <>
+struct EnumValues<TpMode> {
+  static constexpr TpMode kAll[] = {TpMode::k1d};
 };
 template <>
 struct EnumValues<OptimKind> {
@@ -293,6 +321,7 @@ using Field = std::variant<
     DpMode*,
     PipeSchedule*,
     Recompute*,
+    TpMode*,
     LarsModeKind*>;
 
 template <typename T>
@@ -388,6 +417,10 @@ constexpr Key kKeys[] = {
     {"parallel.schedule", field<&ParallelConfig::schedule>},
     {"parallel.microbatches", field<&ParallelConfig::microbatches>, at_least(1)},
     {"parallel.recompute", field<&ParallelConfig::recompute>},
+    {"parallel.tp", field<&ParallelConfig::tp>, at_least(1)},
+    {"parallel.tp_mode", field<&ParallelConfig::tp_mode>},
+    {"parallel.tp_seq", field<&ParallelConfig::tp_seq>},
+    {"parallel.order", field<&ParallelConfig::order>},
 
     {"comm.timeout_s", field<&CommConfig::timeout_s>, above(0)},
 
@@ -722,6 +755,99 @@ void check_root(const YAML::Node& root, std::string_view where) {
       describe(root));
 }
 
+// Tensor-parallel keys: every split the layers make must be exact, checked
+// before anything is allocated.
+void check_tensor_parallel(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  {
+    std::vector<std::string> axes;
+    std::string_view rest = p.order;
+    while (true) {
+      size_t comma = rest.find(',');
+      axes.emplace_back(rest.substr(0, comma));
+      if (comma == std::string_view::npos)
+        break;
+      rest = rest.substr(comma + 1);
+    }
+    std::vector<std::string> sorted = axes;
+    std::sort(sorted.begin(), sorted.end());
+    const std::vector<std::string> want = {"dp", "pp", "tp"};
+    NDT_CHECK(
+        sorted == want,
+        ConfigError,
+        "parallel.order must list the mesh axes dp, pp and tp once each, "
+        "outermost first (e.g. dp,pp,tp), got '",
+        p.order,
+        "'");
+  }
+  if (p.tp == 1) {
+    NDT_CHECK(
+        !p.tp_seq,
+        ConfigError,
+        "parallel.tp_seq needs tensor parallelism (parallel.tp > 1)");
+    return;
+  }
+  const ModelConfig& m = c.model;
+  NDT_CHECK(
+      m.kind != ModelKind::kMlp,
+      ConfigError,
+      "parallel.tp=",
+      p.tp,
+      ": model.kind mlp has no tensor-parallel layers; use model.kind vit or "
+      "gpt, or parallel.tp=1");
+  NDT_CHECK(
+      p.dp == 1 || p.dp_mode == DpMode::kMpi,
+      ConfigError,
+      "parallel.tp=",
+      p.tp,
+      " needs parallel.dp_mode=mpi");
+  NDT_CHECK(
+      m.heads % p.tp == 0,
+      ConfigError,
+      "model.heads (",
+      m.heads,
+      ") must be divisible by parallel.tp (",
+      p.tp,
+      "): attention heads are split across the tensor-parallel ranks");
+  NDT_CHECK(
+      m.mlp_dim % p.tp == 0,
+      ConfigError,
+      "model.mlp_dim (",
+      m.mlp_dim,
+      ") must be divisible by parallel.tp (",
+      p.tp,
+      ")");
+  if (m.kind == ModelKind::kGpt) {
+    NDT_CHECK(
+        m.vocab % p.tp == 0,
+        ConfigError,
+        "model.vocab (",
+        m.vocab,
+        ") must be divisible by parallel.tp (",
+        p.tp,
+        "): the vocabulary is split across the tensor-parallel ranks (no "
+        "padding is done)");
+  }
+  if (p.tp_seq) {
+    const int64_t T = model_tokens(m);
+    const int64_t per_replica = p.pp > 1 ? p.microbatches : p.grad_accum;
+    const int64_t micro = c.train.batch_size / p.dp / per_replica;
+    NDT_CHECK(
+        micro * T % p.tp == 0,
+        ConfigError,
+        "parallel.tp_seq splits each micro-batch's tokens over parallel.tp (",
+        p.tp,
+        ") ranks: ",
+        micro,
+        " samples x ",
+        T,
+        " tokens = ",
+        micro * T,
+        " is not divisible by ",
+        p.tp);
+  }
+}
+
 // Pipeline keys: consistent with each other and with the model's blocks.
 void check_pipeline(const Config& c) {
   const ParallelConfig& p = c.parallel;
@@ -893,6 +1019,7 @@ void check_cross_keys(const Config& c) {
       ") = ",
       parts);
   check_pipeline(c);
+  check_tensor_parallel(c);
   if (m.kind == ModelKind::kGpt && c.data.name == DatasetKind::kFortunes) {
     NDT_CHECK(
         m.vocab == 256,

@@ -25,6 +25,7 @@ enum class LrSchedule { kConstant, kCosine, kLinear, kPolynomial };
 enum class DpMode { kMpi, kThreads };
 enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
 enum class Recompute { kNone, kBlock };
+enum class TpMode { k1d };
 
 struct RunConfig {
   std::string name = "run";  // run.name: [A-Za-z0-9_.-]+
@@ -121,6 +122,13 @@ struct ParallelConfig {
                          // grad_accum)
   Recompute recompute = Recompute::kNone;  // parallel.recompute: none | block
                                            // (activation checkpointing, pp>1)
+  // Tensor parallelism (world = dp x pp x tp):
+  int tp = 1;  // parallel.tp >= 1: tensor-parallel ranks per layer
+  TpMode tp_mode = TpMode::k1d;  // parallel.tp_mode: 1d (Megatron)
+  bool tp_seq = false;  // parallel.tp_seq: sequence-split LayerNorm/dropout
+                        // regions (all-gather / reduce-scatter boundaries)
+  std::string order = "dp,pp,tp";  // parallel.order: mesh axes, outermost
+                                   // first (last = consecutive ranks)
 };
 
 struct CommConfig {
@@ -135,6 +143,10 @@ struct VerifyConfig {
 // from): mlp one per hidden layer (two with dropout: linear, dropout), vit
 // and gpt model.depth.
 int model_blocks(const ModelConfig& model);
+// Tokens per sample of the transformer models' [B, T, C] activations (gpt:
+// model.seq_len; vit: patches, plus the class token with pool cls); 1 for
+// the MLP.
+int64_t model_tokens(const ModelConfig& model);
 
 struct Config {
   RunConfig run;
@@ -168,6 +180,7 @@ const char* to_string(LrSchedule v);
 const char* to_string(DpMode v);
 const char* to_string(PipeSchedule v);
 const char* to_string(Recompute v);
+const char* to_string(TpMode v);
 const char* to_string(LarsModeKind v);
 
 }  // namespace ndt

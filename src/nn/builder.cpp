@@ -42,4 +42,14 @@ std::unique_ptr<LossHead> SerialBuilder::lm_head(const LmHeadOptions& options) {
   return std::make_unique<LmHead>(options, *this);
 }
 
+std::unique_ptr<Module> SerialBuilder::token_embedding(
+    const std::string& name, int vocab, int seq_len, int C, float init_std) {
+  return std::make_unique<TokenEmbedding>(name, vocab, seq_len, C, init_std);
+}
+
+std::unique_ptr<Module> SerialBuilder::patch_embedding(
+    const PatchEmbeddingOptions& options) {
+  return std::make_unique<PatchEmbedding>(options);
+}
+
 }  // namespace ndt

@@ -2,21 +2,23 @@
 //
 // A model (MLP, ViT, GPT) is written once against this interface. nn/
 // provides SerialBuilder; parallel/ adds one builder per tensor-parallel
-// mode later. The role of a linear layer tells a parallel builder how to
-// split it: the first matmul of a pair (column split), the second (row
-// split), or replicated.
+// mode. The role of a linear layer tells a parallel builder how to split
+// it: the first matmul of a pair (column split), the fused q/k/v projection
+// (a first matmul whose output is [q; k; v]: column split by heads), the
+// second (row split), or replicated.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "nn/embedding.h"
 #include "nn/head.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
 namespace ndt {
 
-enum class LinearRole { kFirst, kSecond, kReplicated };
+enum class LinearRole { kFirst, kFirstQkv, kSecond, kReplicated };
 
 class Builder {
  public:
@@ -36,6 +38,12 @@ class Builder {
   virtual std::unique_ptr<LossHead> classifier_head(
       const ClassifierHeadOptions& options) = 0;
   virtual std::unique_ptr<LossHead> lm_head(const LmHeadOptions& options) = 0;
+  // Token ids [B, T] -> [B, T, C] (token + position embeddings).
+  virtual std::unique_ptr<Module> token_embedding(
+      const std::string& name, int vocab, int seq_len, int C, float init_std) = 0;
+  // Images [B, channels, H, W] -> [B, tokens, C].
+  virtual std::unique_ptr<Module> patch_embedding(
+      const PatchEmbeddingOptions& options) = 0;
 };
 
 class SerialBuilder final : public Builder {
@@ -54,6 +62,14 @@ class SerialBuilder final : public Builder {
   std::unique_ptr<LossHead> classifier_head(
       const ClassifierHeadOptions& options) override;
   std::unique_ptr<LossHead> lm_head(const LmHeadOptions& options) override;
+  std::unique_ptr<Module> token_embedding(
+      const std::string& name,
+      int vocab,
+      int seq_len,
+      int C,
+      float init_std) override;
+  std::unique_ptr<Module> patch_embedding(
+      const PatchEmbeddingOptions& options) override;
 };
 
 }  // namespace ndt

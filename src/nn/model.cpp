@@ -221,10 +221,9 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
   pe.dim = o.dim;
   pe.cls_token = o.pool == HeadPool::kCls;
   pe.init_std = o.init_std;
-  auto embed = std::make_unique<PatchEmbedding>(pe);
-  int T = embed->tokens();
-  int NP = (o.image_size / o.patch) * (o.image_size / o.patch);
-  m->embed = std::move(embed);
+  const int NP = (o.image_size / o.patch) * (o.image_size / o.patch);
+  const int T = NP + (pe.cls_token ? 1 : 0);
+  m->embed = b.patch_embedding(pe);
   for (int i = 0; i < o.depth; ++i) {
     TransformerBlockOptions t;
     t.name = "blocks." + std::to_string(i);
@@ -256,8 +255,7 @@ std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
   NDT_ASSERT(o.dim % o.heads == 0);
   auto m = std::make_unique<Model>();
   m->kind = "gpt";
-  m->embed = std::make_unique<TokenEmbedding>(
-      "embed", o.vocab, o.seq_len, o.dim, o.init_std);
+  m->embed = b.token_embedding("embed", o.vocab, o.seq_len, o.dim, o.init_std);
   for (int i = 0; i < o.depth; ++i) {
     TransformerBlockOptions t;
     t.name = "blocks." + std::to_string(i);

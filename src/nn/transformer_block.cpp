@@ -17,7 +17,7 @@ TransformerBlock::TransformerBlock(
       3 * o.dim,
       true,
       Act::kNone,
-      LinearRole::kFirst,
+      LinearRole::kFirstQkv,
       o.init_std);
   layers_[kAttn] = b.attention_core(o.heads, o.causal);
   layers_[kProj] = b.linear(
@@ -93,8 +93,9 @@ void TransformerBlock::zero_key_bias_grad() {
   for (Parameter* p : ps) {
     if (p->name.size() < 5 || p->name.compare(p->name.size() - 5, 5, ".bias"))
       continue;
-    const int64_t C = p->layout.global_shape[0] / 3;
-    NDT_ASSERT(p->layout.is_full(), "key-bias slice of a sharded qkv bias");
+    // The local bias is [q; k; v] of this rank's heads (whole, or split by
+    // heads over tp with blocks = 3): its middle third is key bias.
+    const int64_t C = p->grad.numel() / 3;
     std::fill(p->grad.data() + C, p->grad.data() + 2 * C, 0.0f);
   }
 }

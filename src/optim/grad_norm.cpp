@@ -40,8 +40,18 @@ double grad_norm(const std::vector<Parameter*>& params) {
 double clip_grad_norm(
     const std::vector<Parameter*>& params,
     double max_norm,
+    const AxisSumFn& axis_sum,
     const std::function<void(double&)>& sum_holders) {
-  double sq = grad_squares_total(params);
+  double sq = 0;
+  if (axis_sum) {
+    std::vector<const Tensor*> grads;
+    for (Parameter* p : params)
+      grads.push_back(&p->grad);
+    for (double v : layer_norms_squared(params, grads, axis_sum))
+      sq += v;
+  } else {
+    sq = grad_squares_total(params);
+  }
   if (sum_holders)
     sum_holders(sq);
   const double norm = std::sqrt(sq);

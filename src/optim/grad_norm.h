@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "optim/layer_norms.h"
 
 namespace ndt {
 
@@ -18,13 +19,17 @@ namespace ndt {
 std::vector<double> grad_squares_local(const std::vector<Parameter*>& params);
 double grad_norm(const std::vector<Parameter*>& params);
 // Scales grads by max_norm / norm when norm > max_norm. Returns the norm
-// before clipping. sum_holders (pipelines): sums a squared norm in place
-// over the ranks that hold the model's other parameters (each parameter is
-// held by exactly one of them, so each is counted once); every such rank
-// calls clip_grad_norm together.
+// before clipping. Each parameter's squared norm is that of its logical
+// tensor: summed with axis_sum over the mesh axes its Layout shards it on
+// (tensor parallel), never over axes that replicate it (layer_norms.h).
+// sum_holders (pipelines): sums the total in place over the ranks that
+// hold the model's other parameters (each parameter is held by exactly one
+// of them, so each is counted once). Every rank of those groups calls
+// clip_grad_norm together.
 double clip_grad_norm(
     const std::vector<Parameter*>& params,
     double max_norm,
+    const AxisSumFn& axis_sum = nullptr,
     const std::function<void(double&)>& sum_holders = nullptr);
 
 }  // namespace ndt

@@ -8,6 +8,7 @@
 #include "comm/local_process_group.h"
 #include "optim/grad_norm.h"
 #include "parallel/pipeline/partition.h"
+#include "parallel/tp1d_builder.h"
 #include "train/factory.h"
 
 namespace ndt {
@@ -87,17 +88,39 @@ Engine::Engine(const Config& config, DataSource& data, Groups groups)
         dp_ * p.pp,
         ")");
   }
+  if (p.tp > 1) {
+    NDT_CHECK(
+        groups.tp != nullptr && groups.tp->size() == p.tp,
+        ConfigError,
+        "parallel.tp=",
+        p.tp,
+        " needs parallel.dp x parallel.pp x parallel.tp = ",
+        dp_ * p.pp * p.tp,
+        " MPI ranks (mpirun -np ",
+        dp_ * p.pp * p.tp,
+        ")");
+    builder_ = std::make_unique<Tp1dBuilder>(
+        *groups.tp, p.tp_seq, model_tokens(config.model));
+  } else {
+    builder_ = std::make_unique<SerialBuilder>();
+  }
   const int n_replicas = threads ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {
-    replicas_.push_back(make_model(config.model, builder_));
+    replicas_.push_back(make_model(config.model, *builder_));
     replicas_.back()->init(config.train.seed);
   }
   for (Parameter* q : replicas_[0]->parameters())
-    all_params_.push_back({q->name, q->value.shape(), 0});
+    all_params_.push_back({q->name, q->layout.global_shape, 0});
   if (p.pp > 1)
     partition_pipeline();
   contexts_.resize(n_replicas);
-  opt_ = make_optimizer(config.optim, replicas_[0]->parameters());
+  AxisSumFn sum = nullptr;
+  if (groups_.tp != nullptr) {
+    sum = [this](const std::vector<std::string>& axes, double* v, int64_t n) {
+      axis_sum(axes, v, n);
+    };
+  }
+  opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum);
   schedule_ = make_lr_schedule(config);
   if (!threads && dp_ > 1) {
     ddp_ = std::make_unique<DistributedDataParallel>(
@@ -110,6 +133,7 @@ Engine::Engine(const Config& config, DataSource& data, Groups groups)
         *groups_.pp,
         chunk_modules(stage_blocks_, p.pp, groups_.pp->rank()),
         p.pp * p.pp_chunks,
+        p.tp_seq ? p.tp : 1,
         ddp_.get(),
         p.recompute == Recompute::kBlock,
         tracer_,
@@ -206,16 +230,35 @@ void Engine::step_replica(
   }
 }
 
-// Clipping (global norm over every pipeline rank's parameters) and the
-// optimizer step; sets result_'s lr and grad_norm.
+void Engine::axis_sum(
+    const std::vector<std::string>& axes, double* v, int64_t n) {
+  // Parameters are sharded on the tensor-parallel axis only.
+  NDT_ASSERT(
+      axes.size() == 1 && axes[0] == "tp" && groups_.tp != nullptr,
+      "sum over unexpected mesh axes");
+  groups_.tp->all_reduce(v, n);
+}
+
+// Clipping (global norm of the logical gradients: tensor-parallel shards
+// summed over tp, each pipeline rank's parameters once) and the optimizer
+// step; sets result_'s lr and grad_norm.
 void Engine::optimizer_step() {
   const double t0 = tracer_.now();
+  AxisSumFn sum_axes;
+  if (groups_.tp != nullptr) {
+    sum_axes = [this](const std::vector<std::string>& a, double* v, int64_t n) {
+      axis_sum(a, v, n);
+    };
+  }
   std::function<void(double&)> sum_stages;
   if (groups_.pp != nullptr) {
     sum_stages = [this](double& sq) { groups_.pp->all_reduce(&sq, 1); };
   }
   result_.grad_norm = clip_grad_norm(
-      replicas_[0]->parameters(), config_.optim.clip_grad_norm, sum_stages);
+      replicas_[0]->parameters(),
+      config_.optim.clip_grad_norm,
+      sum_axes,
+      sum_stages);
   result_.lr = lr_at(schedule_, step_);
   opt_->step(result_.lr);
   tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});

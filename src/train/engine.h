@@ -52,7 +52,7 @@ struct EvalResult {
 // A parameter of the whole model, whichever pipeline rank holds it.
 struct ParamInfo {
   std::string name;
-  Shape shape;
+  Shape shape;      // global
   int pp_rank = 0;  // holder
 };
 
@@ -109,12 +109,14 @@ class Engine {
 
   void partition_pipeline();
   void optimizer_step();
+  // Sums over the mesh axes that shard a parameter (tensor parallel).
+  void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
 
   Config config_;
   DataSource& data_;
   Groups groups_;
   ProcessGroup* group_;  // groups_.dp
-  SerialBuilder builder_;
+  std::unique_ptr<Builder> builder_;  // serial, or the tensor-parallel one
   std::vector<std::unique_ptr<Model>> replicas_;  // 1, or dp in threads mode
   std::vector<Context> contexts_;
   std::unique_ptr<Optimizer> opt_;

@@ -50,7 +50,7 @@ std::unique_ptr<Model> make_model(const ModelConfig& c, Builder& builder) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(
-    const OptimConfig& c, std::vector<Parameter*> params) {
+    const OptimConfig& c, std::vector<Parameter*> params, AxisSumFn axis_sum) {
   switch (c.name) {
     case OptimKind::kSgd: {
       SgdOptions o;
@@ -77,7 +77,7 @@ std::unique_ptr<Optimizer> make_optimizer(
       o.eps = c.eps;
       o.trust_clip = c.trust_clip;
       o.exclude_no_decay = c.exclude_no_decay;
-      return std::make_unique<Lars>(std::move(params), o);
+      return std::make_unique<Lars>(std::move(params), o, std::move(axis_sum));
     }
     case OptimKind::kLamb: {
       LambOptions o;
@@ -88,7 +88,7 @@ std::unique_ptr<Optimizer> make_optimizer(
       o.bias_correction = c.lamb_bias_correction;
       o.trust_clip = c.trust_clip;
       o.exclude_no_decay = c.exclude_no_decay;
-      return std::make_unique<Lamb>(std::move(params), o);
+      return std::make_unique<Lamb>(std::move(params), o, std::move(axis_sum));
     }
   }
   return nullptr;

@@ -7,14 +7,19 @@
 #include "io/config.h"
 #include "nn/builder.h"
 #include "nn/model.h"
+#include "optim/layer_norms.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
 namespace ndt {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, Builder& builder);
+// axis_sum: sums over mesh axes for the per-tensor norms of LARS and LAMB
+// when parameters are sharded (null: serial layouts).
 std::unique_ptr<Optimizer> make_optimizer(
-    const OptimConfig& config, std::vector<Parameter*> params);
+    const OptimConfig& config,
+    std::vector<Parameter*> params,
+    AxisSumFn axis_sum = nullptr);
 LrScheduleOptions make_lr_schedule(const Config& config);
 
 }  // namespace ndt

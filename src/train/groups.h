@@ -11,6 +11,7 @@ struct Groups {
   ProcessGroup* world = nullptr;
   ProcessGroup* dp = nullptr;  // parallel.dp_mode=mpi and parallel.dp > 1
   ProcessGroup* pp = nullptr;  // parallel.pp > 1
+  ProcessGroup* tp = nullptr;  // parallel.tp > 1
 };
 
 }  // namespace ndt

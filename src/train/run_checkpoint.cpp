@@ -1,7 +1,6 @@
 #include "train/run_checkpoint.h"
 
 #include <map>
-#include <set>
 
 #include "base/check.h"
 #include "io/checkpoint.h"
@@ -20,6 +19,29 @@ int states_per_param(const NamedState& state, size_t params) {
   return static_cast<int>(state.size() / params);
 }
 
+// The global tensor of `local` (a block of p's layout, e.g. p's value or
+// one of its optimizer states) on tensor-parallel rank 0; collective over
+// tp when p is sharded on it. Elsewhere, or for whole blocks, `local`.
+Tensor gather_global(const Parameter& p, const Tensor& local, ProcessGroup* tp) {
+  if (tp == nullptr || p.layout.is_full())
+    return local;
+  const int n = tp->size();
+  Tensor blocks({n * local.numel()}, MemTag::kComm);
+  tp->all_gather(local.data(), blocks.data(), local.numel());
+  if (tp->rank() != 0)
+    return Tensor();
+  Tensor global(p.layout.global_shape, MemTag::kComm);
+  for (int q = 0; q < n; ++q) {
+    Layout lq = p.layout;
+    for (Placement& pl : lq.placements) {
+      if (pl.axis == "tp")
+        pl.index = q;
+    }
+    lq.put_local(blocks.slice(q * local.numel(), local.shape()), global);
+  }
+  return global;
+}
+
 }  // namespace
 
 std::string save_run_checkpoint(
@@ -33,12 +55,23 @@ std::string save_run_checkpoint(
   auto params = model.parameters();
   NamedState state = opt.state();
   const int k = states_per_param(state, params.size());
+  // Whole tensors first: tensor-parallel shards gathered to tp rank 0,
+  // which alone goes on.
+  std::vector<Tensor> values;
+  for (size_t i = 0; i < params.size(); ++i) {
+    values.push_back(gather_global(*params[i], params[i]->value, g.tp));
+    for (int j = 0; j < k; ++j) {
+      state[i * k + j].second =
+          gather_global(*params[i], state[i * k + j].second, g.tp);
+    }
+  }
+  if (g.tp != nullptr && g.tp->rank() != 0)
+    return "";
   const int pp_rank = g.pp ? g.pp->rank() : 0;
   if (pp_rank > 0) {
     // Per held parameter, in serial order: its value, then its k states.
     for (size_t i = 0; i < params.size(); ++i) {
-      g.pp->send(
-          params[i]->value.data(), params[i]->value.numel(), 0, kTagCheckpoint);
+      g.pp->send(values[i].data(), values[i].numel(), 0, kTagCheckpoint);
       for (int j = 0; j < k; ++j) {
         const Tensor& t = state[i * k + j].second;
         g.pp->send(t.data(), t.numel(), 0, kTagCheckpoint);
@@ -52,7 +85,7 @@ std::string save_run_checkpoint(
     suffixes.push_back(state[j].first.substr(params[0]->name.size()));
   std::map<std::string, Tensor> mine_value, mine_state;
   for (size_t i = 0; i < params.size(); ++i) {
-    mine_value[params[i]->name] = params[i]->value;
+    mine_value[params[i]->name] = values[i];
     for (int j = 0; j < k; ++j)
       mine_state[state[i * k + j].first] = state[i * k + j].second;
   }
@@ -159,17 +192,42 @@ int64_t load_run_checkpoint(
         ", expected ",
         shape_str(info.shape));
   }
-  for (Parameter* p : engine.model().parameters())
-    p->value.copy_(*tensors.at(p->name));
-  // The optimizer takes the state of the parameters held here; load_state
-  // reports any that is missing.
-  std::set<std::string> wanted;
-  for (const auto& [name, t] : engine.optimizer().state())
-    wanted.insert(name);
+  // Each rank takes its block of every tensor it holds (layout.take_local:
+  // the whole tensor, or its tensor-parallel shard).
+  auto params = engine.model().parameters();
+  for (Parameter* p : params)
+    p->value.copy_(p->layout.take_local(*tensors.at(p->name)));
+  std::map<std::string, const Tensor*> saved_state;
+  for (const NamedTensor& t : ck.optimizer)
+    saved_state[t.name] = &t.tensor;
+  NamedState mine = engine.optimizer().state();
+  const int k = states_per_param(mine, params.size());
   NamedState state;
-  for (const NamedTensor& t : ck.optimizer) {
-    if (wanted.count(t.name))
-      state.emplace_back(t.name, t.tensor);
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (int j = 0; j < k; ++j) {
+      const std::string& name = mine[i * k + j].first;
+      auto it = saved_state.find(name);
+      NDT_CHECK(
+          it != saved_state.end(),
+          CheckpointError,
+          "checkpoint ",
+          dir,
+          ": optimizer state is missing '",
+          name,
+          "'");
+      NDT_CHECK(
+          it->second->shape() == params[i]->layout.global_shape,
+          CheckpointError,
+          "checkpoint ",
+          dir,
+          ": optimizer state '",
+          name,
+          "' has shape ",
+          shape_str(it->second->shape()),
+          ", expected ",
+          shape_str(params[i]->layout.global_shape));
+      state.emplace_back(name, params[i]->layout.take_local(*it->second));
+    }
   }
   engine.optimizer().load_state(
       state, m.at("optimizer").at("step").get<int64_t>());

@@ -18,13 +18,16 @@ namespace {
 std::string layout_name(const Config& c) {
   const ParallelConfig& p = c.parallel;
   char buf[200];
-  if (p.pp > 1) {
+  if (p.pp > 1 || p.tp > 1) {
     std::snprintf(
         buf,
         sizeof buf,
-        "dp=%d pp=%d schedule=%s microbatches=%d chunks=%d recompute=%s",
+        "dp=%d pp=%d tp=%d%s schedule=%s microbatches=%d chunks=%d "
+        "recompute=%s",
         p.dp,
         p.pp,
+        p.tp,
+        p.tp_seq ? " (sequence-split regions)" : "",
         to_string(p.schedule),
         p.microbatches,
         p.pp_chunks,
@@ -47,6 +50,8 @@ void reduce_job(const Groups& g, double* v, int n, ReduceOp op) {
     g.dp->all_reduce(v, n, op);
   if (g.pp != nullptr)
     g.pp->all_reduce(v, n, op);
+  if (g.tp != nullptr)
+    g.tp->all_reduce(v, n, op);
 }
 
 }  // namespace
@@ -88,8 +93,9 @@ VerifyReport run_verify(
         rel);
     out << line;
   }
-  // Each rank compares the parameters it holds; data-parallel replicas
-  // hold whole copies, pipeline ranks their chunks' parameters.
+  // Each rank compares the parameters it holds with the same block of the
+  // serial tensor; data-parallel replicas hold whole copies, pipeline ranks
+  // their chunks' parameters, tensor-parallel ranks their shards.
   auto pa = ref.model().parameters();
   std::map<std::string, Parameter*> held;
   for (Parameter* p : par.model().parameters())
@@ -99,10 +105,11 @@ VerifyReport run_verify(
     auto it = held.find(pa[i]->name);
     if (it == held.end())
       continue;
-    const float* x = pa[i]->value.data();
+    const Tensor serial = it->second->layout.take_local(pa[i]->value);
+    const float* x = serial.data();
     const float* y = it->second->value.data();
     double diff = 0, norm = 0;
-    for (int64_t j = 0; j < pa[i]->value.numel(); ++j) {
+    for (int64_t j = 0; j < serial.numel(); ++j) {
       double d = double(x[j]) - y[j];
       diff += d * d;
       norm += double(x[j]) * x[j];

@@ -33,6 +33,7 @@ PipelineExecutor::PipelineExecutor(
     ProcessGroup& group,
     std::vector<ModuleRange> chunks,
     int virtual_stages,
+    int token_split,
     DistributedDataParallel* ddp,
     bool recompute,
     Tracer& tracer,
@@ -41,6 +42,7 @@ PipelineExecutor::PipelineExecutor(
       group_(group),
       chunks_(std::move(chunks)),
       virtual_stages_(virtual_stages),
+      token_split_(token_split),
       ddp_(ddp),
       recompute_(recompute),
       tracer_(tracer),
@@ -59,6 +61,11 @@ Shape PipelineExecutor::act_shape(int chunk, bool output) const {
   const ModuleRange& r = chunks_.at(chunk);
   Shape s = model_.sample_shapes.at(output ? r.last : r.first - 1);
   s.insert(s.begin(), mbs_);
+  if (token_split_ > 1) {
+    // My tokens [N / tp, C] of the [B, T, C] activation.
+    const int64_t C = s.back();
+    return {shape_numel(s) / C / token_split_, C};
+  }
   return s;
 }
 

@@ -55,13 +55,17 @@ struct PipelineTiming {
 class PipelineExecutor {
  public:
   // chunks[c]: the module range of local chunk c. group: the pipeline
-  // group (rank = pipeline rank). ddp may be null. optimizer_step runs at
-  // kOptimizerStep. The model, group, ddp and tracer must outlive it.
+  // group (rank = pipeline rank). token_split > 1: activations between
+  // stages are this rank's share of a token split over that many
+  // tensor-parallel ranks (parallel/regions.h). ddp may be null.
+  // optimizer_step runs at kOptimizerStep. The model, group, ddp and tracer
+  // must outlive it.
   PipelineExecutor(
       Model& model,
       ProcessGroup& group,
       std::vector<ModuleRange> chunks,
       int virtual_stages,
+      int token_split,
       DistributedDataParallel* ddp,
       bool recompute,
       Tracer& tracer,
@@ -121,6 +125,7 @@ class PipelineExecutor {
   ProcessGroup& group_;
   std::vector<ModuleRange> chunks_;
   int virtual_stages_;
+  int token_split_;
   DistributedDataParallel* ddp_;
   bool recompute_;
   Tracer& tracer_;

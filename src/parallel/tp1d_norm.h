@@ -1,0 +1,74 @@
+// Per-token layers in the token-split (sequence-parallel) regions of 1D
+// tensor parallelism (ALGORITHMS.md 2.0, "With Megatron SP"): LayerNorm
+// and dropout run on my tokens [N/tp, C] (regions.h, "Token split").
+//
+// Their parameters stay replicated over tp, but each rank's backward sees
+// only its tokens, so the parameter gradients are partial sums: TpGradSum
+// all-reduces exactly what one backward call added. TokenSplitDropout draws
+// the serial Dropout's mask for my tokens. Neither changes activations'
+// layout, and neither communicates in forward.
+//
+// Dimensions: N = B*T tokens, T = tokens per sample, C = channels,
+// tp = size of the tensor-parallel group, r = my rank in it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/process_group.h"
+#include "nn/module.h"
+
+namespace ndt {
+
+// Wraps a module with tp-replicated parameters whose input is my tokens
+// (e.g. LayerNorm, "<name>.weight" / "<name>.bias" [C], Layout::full).
+//
+//   input x [N/tp, ..] (my tokens)  ->  inner's output (my tokens)
+//   forward: inner, no communication
+//   backward: inner; then one all-reduce over tp of the gradient the call
+//             added to the inner parameters:
+//             grad_after = grad_before + all_reduce(contribution)
+//
+// Parameters, names and layouts are the inner module's.
+class TpGradSum final : public Module {
+ public:
+  TpGradSum(std::unique_ptr<Module> inner, ProcessGroup& tp);
+  Tensor forward(const Tensor& x, Context& ctx) override;
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  void collect_parameters(std::vector<Parameter*>& out) override;
+
+  Module& inner() {
+    return *inner_;
+  }
+
+ private:
+  std::unique_ptr<Module> inner_;
+  ProcessGroup& tp_;
+};
+
+// Dropout on my tokens x [N/tp, C] whose mask is the serial Dropout's
+// (nn/dropout.h: key (seed, name, step), element e of the micro-batch at
+// global index sample_offset * T * C + e) on those elements: my first
+// element is e = r * (N/tp) * C. y, dx have x's shape; no communication;
+// identity when p == 0 or when not training.
+class TokenSplitDropout final : public Module {
+ public:
+  TokenSplitDropout(
+      const std::string& name,
+      float p,
+      ProcessGroup& tp,
+      int64_t tokens_per_sample);
+  Tensor forward(const Tensor& x, Context& ctx) override;
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  uint64_t key(const RunState& run) const;
+  uint64_t offset(const Tensor& x, const RunState& run) const;
+  std::string name_;
+  float p_;
+  ProcessGroup& tp_;
+  int64_t T_;
+};
+
+}  // namespace ndt

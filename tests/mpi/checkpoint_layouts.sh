@@ -3,7 +3,8 @@
 # one layout is resumed by another, and the resumed run's losses at steps
 # 4..6 must equal those of the writer's own uninterrupted run within the
 # verify tolerance (relative 1e-5; layouts differ only in fp32 summation
-# order). Pairs: pipeline (pp=2, 1F1B) -> serial, and serial -> dp=2 x pp=2.
+# order). Pairs: pipeline (pp=2, 1F1B) -> serial, serial -> dp=2 x pp=2,
+# and dp=2 x pp=2 x tp=2 (sequence-split regions) -> tp=4 and -> serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -11,7 +12,7 @@ src=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cfg=(-c "$src/configs/verify/gpt.yaml" model.depth=4 train.steps=6
+cfg=(-c "$src/configs/verify/gpt.yaml" model.depth=4 model.heads=4 train.steps=6
      train.batch_size=16 train.log_every=1 train.checkpoint_every=3
      train.eval_samples=64 train.threads=1)
 
@@ -58,4 +59,12 @@ run 1 "$work/serial"
 run 4 "$work/serial_to_dp2pp2" parallel.dp=2 parallel.pp=2 \
   parallel.microbatches=2 train.resume="$work/serial/checkpoints/step-3"
 compare "serial -> dp=2 x pp=2" "$work/serial" "$work/serial_to_dp2pp2" || exit 1
+
+run 8 "$work/hybrid" parallel.dp=2 parallel.pp=2 parallel.tp=2 \
+  parallel.tp_seq=true parallel.microbatches=2
+run 4 "$work/hybrid_to_tp4" parallel.tp=4 \
+  train.resume="$work/hybrid/checkpoints/step-3"
+compare "dp=2 x pp=2 x tp=2 -> tp=4" "$work/hybrid" "$work/hybrid_to_tp4" || exit 1
+run 1 "$work/hybrid_to_serial" train.resume="$work/hybrid/checkpoints/step-3"
+compare "dp=2 x pp=2 x tp=2 -> serial" "$work/hybrid" "$work/hybrid_to_serial" || exit 1
 echo PASS

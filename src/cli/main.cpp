@@ -422,8 +422,23 @@ int run(int argc, char** argv) {
 
 namespace {
 
+// Rank of this process in an MPI launch, from the launcher's environment
+// (also before MPI starts); -1 when not launched by MPI.
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* r = std::getenv(v))
+      return std::atoi(r);
+  }
+  return -1;
+}
+
 int fail(const char* what) {
   std::fflush(stdout);
+  if (ndt::g_world_size == 1 && launcher_rank() > 0) {
+    // An error before MPI started (a bad config) is the same on every
+    // rank: rank 0 alone reports it.
+    return 1;
+  }
   if (ndt::g_world_size > 1) {
     std::fprintf(stderr, "[rank %d] error: %s\n", ndt::g_world_rank, what);
     std::fflush(stderr);

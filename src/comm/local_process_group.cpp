@@ -162,6 +162,7 @@ class LocalProcessGroup final : public ProcessGroup {
     check_count(kOp, out, count);
     int64_t bytes = count * static_cast<int64_t>(sizeof(float));
     check_disjoint(kOp, in, bytes * size(), out, bytes);
+    record_op(kOp, count);
     if (count == 0)
       return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
@@ -186,6 +187,7 @@ class LocalProcessGroup final : public ProcessGroup {
     constexpr OpType kOp = OpType::kAllGather;
     check_count(kOp, in, count);
     check_count(kOp, out, count);
+    record_op(kOp, count);
     if (count == 0)
       return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
@@ -204,6 +206,7 @@ class LocalProcessGroup final : public ProcessGroup {
     constexpr OpType kOp = OpType::kBroadcast;
     check_count(kOp, buf, count);
     check_rank(kOp, "root", root);
+    record_op(kOp, count);
     if (count == 0)
       return std::make_unique<CompletedWork>();
     enter(kOp, buf, buf, count, root, 0);
@@ -221,6 +224,7 @@ class LocalProcessGroup final : public ProcessGroup {
     check_rank(kOp, "root", root);
     if (rank_ == root)
       check_count(kOp, out, count);
+    record_op(kOp, count);
     if (count == 0)
       return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, root, 0);
@@ -249,6 +253,7 @@ class LocalProcessGroup final : public ProcessGroup {
     check_count(kOp, out, count);
     int64_t bytes = count * size() * static_cast<int64_t>(sizeof(float));
     check_disjoint(kOp, in, bytes, out, bytes);
+    record_op(kOp, count);
     if (count == 0)
       return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
@@ -268,6 +273,7 @@ class LocalProcessGroup final : public ProcessGroup {
       float* buf, int64_t count, int peer, int tag) override;
 
   void barrier() override {
+    record_op(OpType::kBarrier, 0);
     barrier_wait(to_string(OpType::kBarrier));
   }
 
@@ -325,6 +331,7 @@ class LocalProcessGroup final : public ProcessGroup {
       T* buf, int64_t count, ReduceOp op, int dtype) {
     constexpr OpType kOp = OpType::kAllReduce;
     check_count(kOp, buf, count);
+    record_op(kOp, count, int64_t{sizeof(T)});
     if (count == 0)
       return std::make_unique<CompletedWork>();
     enter(kOp, buf, buf, count, 0, encode_extra(op, dtype));
@@ -607,6 +614,7 @@ std::unique_ptr<Work> LocalProcessGroup::send_async(
   check_count(kOp, buf, count);
   check_rank(kOp, "peer", peer);
   check_tag(kOp, tag);
+  record_op(kOp, count);
   auto entry = post_p2p(true, buf, nullptr, count, peer, tag);
   return std::make_unique<LocalP2pWork>(
       shared_,
@@ -623,6 +631,7 @@ std::unique_ptr<Work> LocalProcessGroup::recv_async(
   check_count(kOp, buf, count);
   check_rank(kOp, "peer", peer);
   check_tag(kOp, tag);
+  record_op(kOp, count);
   auto entry = post_p2p(false, nullptr, buf, count, peer, tag);
   return std::make_unique<LocalP2pWork>(
       shared_,

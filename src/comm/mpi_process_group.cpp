@@ -886,6 +886,7 @@ std::unique_ptr<Work> MpiProcessGroup::all_reduce_async(
     float* buf, int64_t count, ReduceOp op) {
   check_count(OpType::kAllReduce, buf, count);
   check_usable(OpType::kAllReduce);
+  record_op(OpType::kAllReduce, count, sizeof(float));
   if (count == 0 || size() == 1)
     return std::make_unique<CompletedWork>();
   return submit(make_all_reduce(*state_, buf, count, op));
@@ -895,6 +896,7 @@ std::unique_ptr<Work> MpiProcessGroup::all_reduce_async(
     double* buf, int64_t count, ReduceOp op) {
   check_count(OpType::kAllReduce, buf, count);
   check_usable(OpType::kAllReduce);
+  record_op(OpType::kAllReduce, count, sizeof(double));
   if (count == 0 || size() == 1)
     return std::make_unique<CompletedWork>();
   return submit(make_all_reduce(*state_, buf, count, op));
@@ -908,6 +910,7 @@ std::unique_ptr<Work> MpiProcessGroup::reduce_scatter_async(
   const int64_t bytes = count * int64_t{sizeof(float)};
   check_disjoint(kOp, in, bytes * size(), out, bytes);
   check_usable(kOp);
+  record_op(kOp, count);
   if (count == 0)
     return std::make_unique<CompletedWork>();
   if (size() == 1) {
@@ -931,6 +934,7 @@ std::unique_ptr<Work> MpiProcessGroup::all_gather_async(
   check_count(kOp, in, count);
   check_count(kOp, out, count);
   check_usable(kOp);
+  record_op(kOp, count);
   if (count == 0)
     return std::make_unique<CompletedWork>();
   const int64_t bytes = count * int64_t{sizeof(float)};
@@ -964,6 +968,7 @@ std::unique_ptr<Work> MpiProcessGroup::broadcast_async(
   check_count(kOp, buf, count);
   check_rank(kOp, "root", root);
   check_usable(kOp);
+  record_op(kOp, count);
   if (count == 0 || size() == 1)
     return std::make_unique<CompletedWork>();
   State& s = *state_;
@@ -992,6 +997,7 @@ std::unique_ptr<Work> MpiProcessGroup::reduce_async(
   if (rank() == root)
     check_count(kOp, out, count);
   check_usable(kOp);
+  record_op(kOp, count);
   if (count == 0)
     return std::make_unique<CompletedWork>();
   if (size() == 1) {
@@ -1029,6 +1035,7 @@ std::unique_ptr<Work> MpiProcessGroup::all_to_all_async(
   const int64_t bytes = count * size() * int64_t{sizeof(float)};
   check_disjoint(kOp, in, bytes, out, bytes);
   check_usable(kOp);
+  record_op(kOp, count);
   if (count == 0)
     return std::make_unique<CompletedWork>();
   if (size() == 1) {
@@ -1060,6 +1067,7 @@ std::unique_ptr<Work> MpiProcessGroup::send_async(
   check_rank(kOp, "peer", peer);
   check_tag(kOp, tag);
   check_usable(kOp);
+  record_op(kOp, count);
   // MPI_Isend takes a const buffer; P2pOp holds one pointer type for both.
   auto op = std::make_shared<P2pOp>(
       *state_, kOp, const_cast<float*>(buf), count, peer, tag);
@@ -1074,6 +1082,7 @@ std::unique_ptr<Work> MpiProcessGroup::recv_async(
   check_rank(kOp, "peer", peer);
   check_tag(kOp, tag);
   check_usable(kOp);
+  record_op(kOp, count);
   auto op = std::make_shared<P2pOp>(*state_, kOp, buf, count, peer, tag);
   state_->p2p.push_back(op);
   return std::make_unique<MpiWork>(state_, std::move(op), timeout_s());
@@ -1081,6 +1090,7 @@ std::unique_ptr<Work> MpiProcessGroup::recv_async(
 
 void MpiProcessGroup::barrier() {
   check_usable(OpType::kBarrier);
+  record_op(OpType::kBarrier, 0);
   State& s = *state_;
   submit(std::make_shared<
              NbcOp>(s, OpType::kBarrier, 1, [&s](int64_t, MPI_Request* req) {

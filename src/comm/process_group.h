@@ -8,8 +8,12 @@
 // called by every rank of the group in the same order with the same counts
 // (and root). Results are identical on every rank. The group does not own
 // the buffers and keeps no Tensor: callers pass Tensor::data().
+//
+// Each group also keeps a ledger of the operations this rank started on it
+// (CommLedger, Note [Comm ledger]), for measuring communication volume.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +23,46 @@
 namespace ndt {
 
 enum class ReduceOp { kSum, kMax };
+
+inline constexpr int kNumOpTypes = static_cast<int>(OpType::kBarrier) + 1;
+
+// Note [Comm ledger]
+// Per OpType, what this rank asked of one group: the number of calls and
+// the sum of their `count` arguments, with the meaning each operation
+// gives it below (all_reduce / broadcast / reduce / send / recv: the
+// buffer; reduce_scatter: the output block per rank, the input being
+// size() x count; all_gather: the input per rank, the output being
+// size() x count; all_to_all: the block per peer; barrier: 0), and the
+// same in bytes (fp64 all_reduce: 8 per element, everything else 4). A
+// call is recorded once, by the backend's *_async (or barrier()), after
+// its argument checks pass; calls that move nothing (count 0, a group of
+// one rank) are recorded too. split() is not an operation and is not
+// recorded. Bytes on the wire depend on the algorithm (a ring all-reduce
+// sends 2 (P-1)/P x the buffer per rank) and are not what is counted.
+struct CommOpCount {
+  int64_t calls = 0;
+  int64_t elements = 0;
+  int64_t bytes = 0;
+};
+
+class CommLedger {
+ public:
+  const CommOpCount& operator[](OpType op) const {
+    return ops_[static_cast<size_t>(op)];
+  }
+  void record(OpType op, int64_t count, int64_t element_bytes) {
+    CommOpCount& c = ops_[static_cast<size_t>(op)];
+    ++c.calls;
+    c.elements += count;
+    c.bytes += count * element_bytes;
+  }
+  void reset() {
+    ops_ = {};
+  }
+
+ private:
+  std::array<CommOpCount, kNumOpTypes> ops_{};
+};
 
 class ProcessGroup {
  public:
@@ -41,6 +85,15 @@ class ProcessGroup {
     return timeout_s_;
   }
   void set_timeout_s(double seconds);
+
+  // Operations this rank has started on this group since construction or
+  // the last reset_comm_ledger() (Note [Comm ledger]).
+  const CommLedger& comm_ledger() const {
+    return ledger_;
+  }
+  void reset_comm_ledger() {
+    ledger_.reset();
+  }
 
   // buf: count elements, replaced by the element-wise reduction over ranks.
   virtual std::unique_ptr<Work> all_reduce_async(
@@ -100,6 +153,15 @@ class ProcessGroup {
   void recv(float* buf, int64_t count, int peer, int tag);
 
  protected:
+  // Each backend calls this exactly once per operation, after its argument
+  // checks (Note [Comm ledger]).
+  void record_op(
+      OpType op,
+      int64_t count,
+      int64_t element_bytes = int64_t{sizeof(float)}) {
+    ledger_.record(op, count, element_bytes);
+  }
+
   // Argument checks shared by the backends; throw Error naming the group.
   void check_count(OpType op, const void* buf, int64_t count) const;
   void check_rank(OpType op, const char* what, int r) const;
@@ -114,6 +176,7 @@ class ProcessGroup {
  private:
   const std::string name_;
   double timeout_s_ = kDefaultTimeoutS;
+  CommLedger ledger_;
 };
 
 }  // namespace ndt

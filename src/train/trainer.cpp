@@ -73,14 +73,19 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   const int64_t B = config.train.batch_size;
   const int dp = config.parallel.dp;
   const int pp = config.parallel.pp;
+  const int ranks = groups.world ? groups.world->size() : 1;
   int64_t n_params = 0;
   for (const ParamInfo& p : engine.all_parameters())
     n_params += shape_numel(p.shape);
   const double flops_per_step = model.flops_per_sample * B;
+  // Every rank measures at the same time, so on a shared (oversubscribed)
+  // machine each sees its share of the cores, as during training.
+  if (groups.world)
+    groups.world->barrier();
   const double peak = measure_sgemm_peak_gflops();
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
       << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s"
-      << (dp * pp > 1 ? " per rank" : "") << "\n"
+      << (ranks > 1 ? " per rank" : "") << "\n"
       << "ndtrain: model " << model.kind << ", " << n_params
       << " parameters, " << flops_per_step / 1e9 << " GFLOP per step (batch "
       << B << ")\n";
@@ -203,7 +208,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
       train_seconds += dt;
       double sps = window_steps * B / dt;
       double mfu =
-          window_steps * flops_per_step / dt / (peak * 1e9 * dp * pp);
+          window_steps * flops_per_step / dt / (peak * 1e9 * ranks);
       MemoryStats mem = memory_stats();
       double eta = (config.train.steps - step - 1) * dt / window_steps;
       char line[256];

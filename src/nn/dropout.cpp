@@ -13,7 +13,7 @@ uint64_t Dropout::key(const RunState& run) const {
 }
 
 // Elements per sample times the global index of the first sample.
-uint64_t Dropout::offset(const Tensor& x, const RunState& run) {
+uint64_t Dropout::offset(const Tensor& x, const RunState& run) const {
   return static_cast<uint64_t>(run.sample_offset) *
          static_cast<uint64_t>(x.numel() / x.dim(0));
 }

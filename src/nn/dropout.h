@@ -10,15 +10,20 @@
 
 namespace ndt {
 
-class Dropout final : public Module {
+class Dropout : public Module {
  public:
   Dropout(const std::string& name, float p);
   Tensor forward(const Tensor& x, Context& ctx) override;
   Tensor backward(const Tensor& dy, Context& ctx) override;
 
+ protected:
+  // Global index of x's first element in the step's mask: x is whole
+  // samples, so sample_offset times the elements per sample. Layouts that
+  // hold part of a sample (a token split) override it.
+  virtual uint64_t offset(const Tensor& x, const RunState& run) const;
+
  private:
   uint64_t key(const RunState& run) const;
-  static uint64_t offset(const Tensor& x, const RunState& run);
   std::string name_;
   float p_;
 };

@@ -4,7 +4,6 @@
 
 #include "base/check.h"
 #include "ops/ops.h"
-#include "tensor/rng.h"
 
 namespace ndt {
 
@@ -69,18 +68,12 @@ TokenSplitDropout::TokenSplitDropout(
     float p,
     ProcessGroup& tp,
     int64_t tokens_per_sample)
-    : name_(name), p_(p), tp_(tp), T_(tokens_per_sample) {
+    : Dropout(name, p), tp_(tp), T_(tokens_per_sample) {
   NDT_CHECK(
       tokens_per_sample > 0,
       ConfigError,
       name,
       ": tokens_per_sample must be > 0");
-}
-
-// The serial Dropout's key (nn/dropout.cpp).
-uint64_t TokenSplitDropout::key(const RunState& run) const {
-  uint64_t k = rng_key(run.seed, name_);
-  return rng_subkey(k, static_cast<uint64_t>(run.step));
 }
 
 // Global index of my first element: the micro-batch's first sample times
@@ -91,22 +84,6 @@ uint64_t TokenSplitDropout::offset(const Tensor& x, const RunState& run) const {
   return static_cast<uint64_t>(run.sample_offset) * static_cast<uint64_t>(T_) *
              C +
          static_cast<uint64_t>(tp_.rank()) * static_cast<uint64_t>(x.numel());
-}
-
-Tensor TokenSplitDropout::forward(const Tensor& x, Context& ctx) {
-  if (p_ == 0.0f || !ctx.run.training)
-    return x;
-  Tensor y(x.shape(), MemTag::kActs);
-  ops::dropout_forward(y, x, p_, key(ctx.run), offset(x, ctx.run));
-  return y;
-}
-
-Tensor TokenSplitDropout::backward(const Tensor& dy, Context& ctx) {
-  if (p_ == 0.0f || !ctx.run.training)
-    return dy;
-  Tensor dx(dy.shape(), MemTag::kActs);
-  ops::dropout_backward(dx, dy, p_, key(ctx.run), offset(dy, ctx.run));
-  return dx;
 }
 
 }  // namespace ndt

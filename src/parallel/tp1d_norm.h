@@ -17,6 +17,7 @@
 #include <string>
 
 #include "comm/process_group.h"
+#include "nn/dropout.h"
 #include "nn/module.h"
 
 namespace ndt {
@@ -52,21 +53,18 @@ class TpGradSum final : public Module {
 // global index sample_offset * T * C + e) on those elements: my first
 // element is e = r * (N/tp) * C. y, dx have x's shape; no communication;
 // identity when p == 0 or when not training.
-class TokenSplitDropout final : public Module {
+class TokenSplitDropout final : public Dropout {
  public:
   TokenSplitDropout(
       const std::string& name,
       float p,
       ProcessGroup& tp,
       int64_t tokens_per_sample);
-  Tensor forward(const Tensor& x, Context& ctx) override;
-  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  uint64_t offset(const Tensor& x, const RunState& run) const override;
 
  private:
-  uint64_t key(const RunState& run) const;
-  uint64_t offset(const Tensor& x, const RunState& run) const;
-  std::string name_;
-  float p_;
   ProcessGroup& tp_;
   int64_t T_;
 };

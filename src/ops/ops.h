@@ -152,6 +152,10 @@ double cross_entropy_forward(
     Tensor& probs,
     const Tensor& logits,
     const Tensor& targets);
+// Throws DataError naming the first target outside [0, V) (bad labels or a
+// tokenizer / vocabulary mismatch). The kernels above call it; so do
+// layers that compute the loss themselves (vocabulary-parallel heads).
+void cross_entropy_check_targets(const Tensor& targets, int64_t V);
 // dlogits = (probs - onehot(targets)) * scale. dlogits may alias probs.
 void cross_entropy_backward(
     Tensor& dlogits,

@@ -42,19 +42,8 @@ double vocab_parallel_cross_entropy(
     int64_t& correct) {
   const int64_t N = logits.dim(0), V_local = logits.dim(1);
   const int64_t V = V_local * tp.size();
+  ops::cross_entropy_check_targets(targets, V);
   const int32_t* t = targets.data_i32();
-  for (int64_t n = 0; n < N; ++n) {
-    NDT_CHECK(
-        t[n] >= 0 && t[n] < V,
-        DataError,
-        "cross_entropy: target ",
-        t[n],
-        " at index ",
-        n,
-        " is outside the class range [0, ",
-        V,
-        ")");
-  }
   float* lp = logits.data();
   const bool threaded = N * V_local >= kMinParallelWork;
 

@@ -12,13 +12,12 @@
 #include "ops/ops.h"
 
 namespace ndt::ops {
-namespace {
-
-// A target outside [0, V) comes from the data (bad labels or a tokenizer /
-// vocabulary mismatch), so it is a DataError, checked before any thread
-// starts (exceptions cannot leave an OpenMP region).
-void check_targets(const int32_t* t, int64_t N, int64_t V) {
-  for (int64_t n = 0; n < N; ++n) {
+// A target outside [0, V) comes from the data, so it is a DataError,
+// checked before any thread starts (exceptions cannot leave an OpenMP
+// region).
+void cross_entropy_check_targets(const Tensor& targets, int64_t V) {
+  const int32_t* t = targets.data_i32();
+  for (int64_t n = 0; n < targets.numel(); ++n) {
     NDT_CHECK(
         t[n] >= 0 && t[n] < V,
         DataError,
@@ -31,8 +30,6 @@ void check_targets(const int32_t* t, int64_t N, int64_t V) {
         ")");
   }
 }
-
-}  // namespace
 
 double cross_entropy_forward(
     Tensor& losses,
@@ -56,7 +53,7 @@ double cross_entropy_forward(
       N,
       " rows");
   const int32_t* tp = targets.data_i32();
-  check_targets(tp, N, V);
+  cross_entropy_check_targets(targets, V);
   const float* xp = logits.data();
   float* pp = probs.data();
   float* lp = losses.data();
@@ -93,7 +90,7 @@ void cross_entropy_backward(
       " targets ",
       shape_str(targets.shape()));
   const int32_t* tp = targets.data_i32();
-  check_targets(tp, N, V);
+  cross_entropy_check_targets(targets, V);
   const float* pp = probs.data();
   float* dp = dlogits.data();
   const bool threaded = N * V >= detail::kMinParallelWork;

@@ -37,6 +37,7 @@
 #include "train/engine.h"
 #include "train/factory.h"
 #include "train/peak.h"
+#include "train/trace_file.h"
 #include "train/trainer.h"
 #include "train/verify.h"
 
@@ -260,9 +261,7 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
   // Pipeline: compute time and makespan summed over the timed steps.
   double pipe_busy = 0, pipe_span = 0;
   ProcessGroup* pp = job.groups.pp;
-  if (job.groups.world)
-    job.groups.world->barrier();
-  engine.tracer().set_origin();
+  align_trace_origin(engine.tracer(), job.groups);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
     if (i == a.warmup) {
       if (engine.ddp()) {

@@ -261,7 +261,8 @@ void Engine::optimizer_step() {
       sum_stages);
   result_.lr = lr_at(schedule_, step_);
   opt_->step(result_.lr);
-  tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
+  if (!executor_)  // the executor records its kOptimizerStep instruction
+    tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
 }
 
 StepResult Engine::step(int64_t step) {

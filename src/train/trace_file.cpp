@@ -20,6 +20,17 @@ std::string track_name(int rank, const Groups& g) {
 
 }  // namespace
 
+void align_trace_origin(Tracer& tracer, const Groups& groups) {
+  double origin = Tracer::clock_now();
+  if (groups.world != nullptr) {
+    // Rank 0's value reaches every rank (the others add 0).
+    if (groups.world->rank() != 0)
+      origin = 0;
+    groups.world->all_reduce(&origin, 1);
+  }
+  tracer.set_origin(origin);
+}
+
 int64_t write_trace(
     const std::string& path, const Tracer& tracer, const Groups& groups) {
   ProcessGroup* world = groups.world;

@@ -12,6 +12,9 @@
 
 namespace ndt {
 
+// Collective over the job: every rank takes rank 0's clock as time zero.
+void align_trace_origin(Tracer& tracer, const Groups& groups);
+
 // Collective over the job (groups.world, or none for one process): rank 0
 // writes `path` atomically; returns the number of spans written there (0
 // elsewhere).

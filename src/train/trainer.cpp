@@ -148,10 +148,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   }
 
   const bool is_lm = config.model.kind == ModelKind::kGpt;
-  // One time zero for every rank's trace.
-  if (groups.world)
-    groups.world->barrier();
-  engine.tracer().set_origin();
+  align_trace_origin(engine.tracer(), groups);
   auto t_start = Clock::now();
   auto t_window = t_start;
   double train_seconds = 0;

@@ -120,6 +120,22 @@ void PipelineExecutor::wait_recv(Slot& s, const Instr& in, int index) {
   s.recv.reset();
 }
 
+void PipelineExecutor::release_completed_sends() {
+  size_t kept = 0;
+  for (size_t i = 0; i < sends_.size(); ++i) {
+    PendingSend& p = sends_[i];
+    bool done = false;
+    try {
+      done = p.work->test();
+    } catch (const CommError& e) {
+      fail(p.instr, p.index, e.what());
+    }
+    if (!done)
+      sends_[kept++] = std::move(p);
+  }
+  sends_.resize(kept);
+}
+
 void PipelineExecutor::wait_sends() {
   for (PendingSend& p : sends_) {
     try {
@@ -166,6 +182,9 @@ void PipelineExecutor::run(
       timing_.end = t1;
     }
     tracer_.add({in.op, in.mb, in.chunk, in.peer, batch.step, t0, t1});
+    // Free the buffers of sends that have completed, so held activations
+    // stay those of the in-flight micro-batches.
+    release_completed_sends();
   }
   wait_sends();
   batch_ = nullptr;

@@ -8,7 +8,8 @@
 // received output gradient and the input gradient to send. A context is
 // cleared right after its backward, so the live activations are those of
 // the in-flight pairs, which is what the schedule's max_in_flight bounds.
-// Sends are asynchronous (their buffers stay alive until completion, waited
+// Sends are asynchronous (their buffers stay alive until completion:
+// completed ones are released after every instruction, the rest waited for
 // at the end of the step); a receive is posted when its instruction comes
 // and waited for by the same instruction. A receive or send that fails or
 // outlives the watchdog throws CommError naming the stage and instruction.
@@ -116,6 +117,7 @@ class PipelineExecutor {
   void post_send(const Instr& in, int index, const Tensor& t, int tag);
   void post_recv(const Instr& in, int index, Tensor& dst, Shape shape, int tag);
   void wait_recv(Slot& s, const Instr& in, int index);
+  void release_completed_sends();
   void wait_sends();
   // "pipeline stage S of P, instruction I 'RG3<1' (recv_grad)".
   std::string label(const Instr& in, int index) const;

@@ -29,9 +29,20 @@ class Tracer {
   Tracer(int64_t first_step, int64_t steps)
       : first_(first_step), end_(first_step + steps) {}
 
-  // Sets time zero (call right after a barrier so ranks share it).
-  void set_origin() {
-    origin_ = std::chrono::steady_clock::now();
+  // Seconds on this machine's steady clock (CLOCK_MONOTONIC: one clock
+  // for every process of a node).
+  static double clock_now() {
+    return std::chrono::duration<double>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  // Sets time zero to `clock` (a clock_now() value). Ranks that share one
+  // value (e.g. rank 0's, sent to all) share time zero exactly on one node;
+  // across nodes their clocks may differ by a constant.
+  void set_origin(double clock) {
+    origin_ = std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(clock)));
   }
   double now() const {
     return std::chrono::duration<double>(

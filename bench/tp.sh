@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# 1D tensor parallelism benchmark (docs/tensor_parallel.md).
+#
+# 1. Communication volume: build/tp_comm_bench at tp=2 and tp=4 builds each
+#    tensor-parallel layer (column, row, MLP pair, attention, transformer
+#    block, vocab-parallel embedding, vocab-parallel LM head) and the whole
+#    GPT of configs/fortunes_gpt.yaml with Tp1dBuilder, without and with
+#    sequence parallelism, runs one forward + backward and prints the
+#    elements counted by the process group (CommLedger) against the
+#    analytic 1D volume, per pass and per step.
+# 2. Step time: `ndtrain bench` on configs/fortunes_gpt.yaml (fortunes
+#    data, batch 16) at tp=1 (1 rank, 1 and 2 threads) and tp=2 (2 ranks,
+#    1 thread each; without and with parallel.tp_seq). Each configuration
+#    runs NDT_TP_ROUNDS times, interleaved; the median (and the minimum)
+#    over rounds of each run's median step time is reported, with ratios
+#    to tp=1. The load average is printed per round: the cores may be
+#    shared, and a busy core stalls every collective of a tp=2 step.
+# 3. Where tp=2's time goes: build/tp_comm_bench --time (forward + backward
+#    of the GPT alone, no optimizer) at tp=1 and tp=2, split into time
+#    inside collectives (including waiting for the other rank) and the
+#    rest.
+# Last line: max_comm_volume_error=X, the largest relative difference
+# between counted and analytic volume over all layers, modes, passes and
+# tp sizes. Exits non-zero when a run fails or X > 0.01.
+#
+# Builds nothing: needs build/ndtrain and build/tp_comm_bench (see README:
+# scripts/setup.sh builds build/; then
+#   cmake --build build -j2 --target tp_comm_bench ndtrain).
+#
+# Environment: NDT_BENCH_ITERS=20, NDT_BENCH_WARMUP=3, NDT_TP_ROUNDS=3.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+for bin in build/ndtrain build/tp_comm_bench; do
+  if [[ ! -x $bin ]]; then
+    echo "bench/tp.sh: $bin not found; build first:" >&2
+    echo "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release &&" \
+         "cmake --build build -j2 --target tp_comm_bench ndtrain" >&2
+    exit 2
+  fi
+done
+
+if [[ $(id -u) == 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+ITERS=${NDT_BENCH_ITERS:-20}
+WARMUP=${NDT_BENCH_WARMUP:-3}
+ROUNDS=${NDT_TP_ROUNDS:-3}
+CFG=configs/fortunes_gpt.yaml
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+status=0
+
+echo "tp: $(nproc) cores, $(mpirun --version | head -1)"
+echo
+
+# ---- 1. Communication volume
+max_err=0
+for np in 2 4; do
+  out=$("${MPIRUN[@]}" -np "$np" -x OMP_NUM_THREADS=1 build/tp_comm_bench)
+  rc=$?
+  echo "$out"
+  echo
+  if [[ $rc != 0 ]]; then
+    echo "bench/tp.sh: tp_comm_bench at tp=$np failed (rc $rc)" >&2
+    status=1
+  fi
+  err=$(sed -n 's/.*max_comm_volume_error=\([^ ]*\).*/\1/p' <<<"$out")
+  if [[ -z $err ]]; then
+    err=inf
+    status=1
+  fi
+  max_err=$(/usr/bin/python3 -c "print(max(float('$max_err'), float('$err')))")
+done
+
+# ---- 2. Step time
+field() {  # field NAME LINE
+  sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"
+}
+
+names=(tp1_t1 tp1_t2 tp2 tp2_seq)
+run_config() {  # run_config NAME -> bench line
+  local common=(bench -c "$CFG" --iters "$ITERS" --warmup "$WARMUP")
+  case $1 in
+    tp1_t1) OMP_NUM_THREADS=1 build/ndtrain "${common[@]}" train.threads=1 ;;
+    tp1_t2) OMP_NUM_THREADS=2 build/ndtrain "${common[@]}" train.threads=2 ;;
+    tp2) "${MPIRUN[@]}" -np 2 -x OMP_NUM_THREADS=1 build/ndtrain \
+           "${common[@]}" train.threads=1 parallel.tp=2 ;;
+    tp2_seq) "${MPIRUN[@]}" -np 2 -x OMP_NUM_THREADS=1 build/ndtrain \
+               "${common[@]}" train.threads=1 parallel.tp=2 \
+               parallel.tp_seq=true ;;
+  esac
+}
+
+declare -A times
+echo "step time: $CFG (batch 16 x 128 tokens), $ITERS timed steps after" \
+     "$WARMUP warm-up, $ROUNDS rounds"
+for ((r = 1; r <= ROUNDS; ++r)); do
+  for n in "${names[@]}"; do
+    line=$(run_config "$n" 2>&1 | grep '^bench ')
+    ms=$(field median_ms "$line")
+    if [[ -z $ms ]]; then
+      echo "bench/tp.sh: ndtrain bench failed for $n" >&2
+      status=1
+      ms=nan
+    fi
+    echo "round $r $n (load $(cut -d' ' -f1 /proc/loadavg)): $line"
+    times[$n]+="$ms "
+  done
+done
+echo
+/usr/bin/python3 - "${times[tp1_t1]}" "${times[tp1_t2]}" "${times[tp2]}" \
+  "${times[tp2_seq]}" <<'EOF'
+import statistics, sys
+names = ["tp1_t1", "tp1_t2", "tp2", "tp2_seq"]
+desc = {
+    "tp1_t1": "tp=1, 1 rank x 1 thread",
+    "tp1_t2": "tp=1, 1 rank x 2 threads",
+    "tp2": "tp=2, 2 ranks x 1 thread",
+    "tp2_seq": "tp=2 + seq. parallel, 2 x 1",
+}
+med = {}
+for n, s in zip(names, sys.argv[1:]):
+    v = [float(x) for x in s.split()]
+    med[n] = statistics.median(v)
+lo = {n: min(float(x) for x in s.split()) for n, s in zip(names, sys.argv[1:])}
+print(f"{'config':<30} {'median_ms':>10} {'min_ms':>8} {'vs tp1_t1':>10} "
+      f"{'vs tp1_t2':>10} {'min vs min t2':>14}")
+for n in names:
+    print(f"{desc[n]:<30} {med[n]:10.1f} {lo[n]:8.1f} "
+          f"{med[n] / med['tp1_t1']:10.3f} {med[n] / med['tp1_t2']:10.3f} "
+          f"{lo[n] / lo['tp1_t2']:14.3f}")
+print("(ratio = time / time of the tp=1 configuration; < 1: faster)")
+EOF
+
+# ---- 3. Compute vs collectives
+echo
+for np in 1 2; do
+  "${MPIRUN[@]}" -np "$np" -x OMP_NUM_THREADS=1 build/tp_comm_bench \
+    --time "$ITERS" | grep '^tp_time' || status=1
+done
+echo
+echo "max_comm_volume_error=$max_err"
+if ! /usr/bin/python3 -c "import sys; sys.exit(0 if float('$max_err') <= 0.01 else 1)"; then
+  status=1
+fi
+exit $status

@@ -13,7 +13,8 @@ namespace ndt {
 void set_activity(std::string_view text);
 
 // Installs a SIGTERM handler that prints
-//   "[rank R] terminated by the launcher (another rank ended) during: <activity>"
+//   "[rank R] terminated by the launcher (another rank ended) during:
+//   <activity>"
 // to stderr and exits with status 143.
 void install_termination_report(int world_rank);
 

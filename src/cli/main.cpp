@@ -30,9 +30,9 @@
 #include "io/config.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
-#include "tensor/memory.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/verify.h"
+#include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
 #include "train/factory.h"
@@ -207,7 +207,9 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
        at = comma + 1) {
     names.push_back(order.substr(at, comma - at));
     sizes.push_back(
-        names.back() == "dp" ? mpi_dp : names.back() == "pp" ? p.pp : p.tp);
+        names.back() == "dp"   ? mpi_dp
+        : names.back() == "pp" ? p.pp
+                               : p.tp);
   }
   job.mesh = std::make_unique<Mesh>(*job.world, sizes, names);
   job.groups.world = job.world.get();

@@ -68,8 +68,8 @@ struct TrainConfig {
   int64_t eval_every = 0;    // train.eval_every >= 0 (0: only at the end)
   int64_t eval_samples = 0;  // train.eval_samples >= 0 (0: whole eval set)
   int64_t checkpoint_every =
-      0;            // train.checkpoint_every >= 0 (0: only at the end)
-  int threads = 0;  // train.threads >= 0 (0: all cores)
+      0;               // train.checkpoint_every >= 0 (0: only at the end)
+  int threads = 0;     // train.threads >= 0 (0: all cores)
   bool trace = false;  // train.trace: write <run dir>/trace.json (Chrome
                        // trace of every rank's forward/backward/send/recv/
                        // optimizer spans)
@@ -108,7 +108,7 @@ struct ParallelConfig {
       1;  // parallel.grad_accum >= 1: micro-batches per step and replica
   float bucket_mb = 4.0f;  // parallel.bucket_mb > 0: gradient bucket size (MiB)
   // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
-  int pp = 1;  // parallel.pp >= 1: pipeline stages (ranks per pipeline)
+  int pp = 1;         // parallel.pp >= 1: pipeline stages (ranks per pipeline)
   int pp_chunks = 1;  // parallel.pp_chunks >= 1: model chunks per pipeline
                       // rank (> 1 needs schedule interleaved)
   std::vector<int> pp_split;  // parallel.pp_split: blocks per virtual stage

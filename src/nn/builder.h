@@ -40,7 +40,11 @@ class Builder {
   virtual std::unique_ptr<LossHead> lm_head(const LmHeadOptions& options) = 0;
   // Token ids [B, T] -> [B, T, C] (token + position embeddings).
   virtual std::unique_ptr<Module> token_embedding(
-      const std::string& name, int vocab, int seq_len, int C, float init_std) = 0;
+      const std::string& name,
+      int vocab,
+      int seq_len,
+      int C,
+      float init_std) = 0;
   // Images [B, channels, H, W] -> [B, tokens, C].
   virtual std::unique_ptr<Module> patch_embedding(
       const PatchEmbeddingOptions& options) = 0;

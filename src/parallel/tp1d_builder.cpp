@@ -53,7 +53,8 @@ class GatheredHead final : public LossHead {
         gather_.forward(x, ctx.child(1)), targets, ctx.child(0), stats);
   }
   Tensor backward(Context& ctx, float scale) override {
-    return gather_.backward(inner_->backward(ctx.child(0), scale), ctx.child(1));
+    return gather_.backward(
+        inner_->backward(ctx.child(0), scale), ctx.child(1));
   }
   void collect_parameters(std::vector<Parameter*>& out) override {
     inner_->collect_parameters(out);

@@ -212,7 +212,12 @@ void Engine::step_replica(
           std::to_string(k) + ": forward and backward");
     const double t0 = tracer_.now();
     model.forward_range(
-        0, head, rows(input, k * mb, mb), rows(targets, k * mb, mb), ctx, stats);
+        0,
+        head,
+        rows(input, k * mb, mb),
+        rows(targets, k * mb, mb),
+        ctx,
+        stats);
     const double t1 = tracer_.now();
     model.backward_range(0, head, Tensor(), ctx, scale);
     if (rank == 0 || replicas_.size() == 1) {  // one thread records
@@ -279,8 +284,7 @@ StepResult Engine::step(int64_t step) {
     batch.seed = config_.train.seed;
     batch.step = step;
     batch.sample_offset = rank_ * local;
-    batch.loss_scale =
-        1.0f / float(B * replicas_[0]->loss_terms_per_sample);
+    batch.loss_scale = 1.0f / float(B * replicas_[0]->loss_terms_per_sample);
     replicas_[0]->zero_grad();
     executor_->run(
         pipe_.instrs.at(groups_.pp->rank()),

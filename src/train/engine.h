@@ -115,7 +115,7 @@ class Engine {
   Config config_;
   DataSource& data_;
   Groups groups_;
-  ProcessGroup* group_;  // groups_.dp
+  ProcessGroup* group_;               // groups_.dp
   std::unique_ptr<Builder> builder_;  // serial, or the tensor-parallel one
   std::vector<std::unique_ptr<Model>> replicas_;  // 1, or dp in threads mode
   std::vector<Context> contexts_;

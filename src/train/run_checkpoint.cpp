@@ -22,7 +22,8 @@ int states_per_param(const NamedState& state, size_t params) {
 // The global tensor of `local` (a block of p's layout, e.g. p's value or
 // one of its optimizer states) on tensor-parallel rank 0; collective over
 // tp when p is sharded on it. Elsewhere, or for whole blocks, `local`.
-Tensor gather_global(const Parameter& p, const Tensor& local, ProcessGroup* tp) {
+Tensor gather_global(
+    const Parameter& p, const Tensor& local, ProcessGroup* tp) {
   if (tp == nullptr || p.layout.is_full())
     return local;
   const int n = tp->size();

@@ -14,8 +14,8 @@ constexpr int kFields = 7;  // op, mb, chunk, peer, step, t0, t1
 // The (dp, pp) coordinates of a world rank: pp is the fastest axis.
 std::string track_name(int rank, const Groups& g) {
   const int pp = g.pp ? g.pp->size() : 1;
-  return "rank " + std::to_string(rank) + " (dp " +
-         std::to_string(rank / pp) + ", pp " + std::to_string(rank % pp) + ")";
+  return "rank " + std::to_string(rank) + " (dp " + std::to_string(rank / pp) +
+         ", pp " + std::to_string(rank % pp) + ")";
 }
 
 }  // namespace

@@ -86,9 +86,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
       << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s"
       << (ranks > 1 ? " per rank" : "") << "\n"
-      << "ndtrain: model " << model.kind << ", " << n_params
-      << " parameters, " << flops_per_step / 1e9 << " GFLOP per step (batch "
-      << B << ")\n";
+      << "ndtrain: model " << model.kind << ", " << n_params << " parameters, "
+      << flops_per_step / 1e9 << " GFLOP per step (batch " << B << ")\n";
   if (dp > 1 && pp == 1) {
     out << "ndtrain: data parallel, " << dp << " replicas ("
         << to_string(config.parallel.dp_mode) << "), "
@@ -204,8 +203,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
       double dt = seconds_since(t_window);
       train_seconds += dt;
       double sps = window_steps * B / dt;
-      double mfu =
-          window_steps * flops_per_step / dt / (peak * 1e9 * ranks);
+      double mfu = window_steps * flops_per_step / dt / (peak * 1e9 * ranks);
       MemoryStats mem = memory_stats();
       double eta = (config.train.steps - step - 1) * dt / window_steps;
       char line[256];

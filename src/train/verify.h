@@ -22,7 +22,6 @@
 
 namespace ndt {
 
-
 constexpr double kVerifyLossRtol = 1e-5;
 constexpr double kVerifyParamRtol = 1e-5;
 

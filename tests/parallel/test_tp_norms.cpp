@@ -84,12 +84,11 @@ TEST(TpNorms, GradNormAndLambRatiosEqualSerial) {
       run_local(tp, [&](ProcessGroup& g) {
         Tp1dBuilder b(g, seq, options().seq_len);
         auto model = build_gpt(options(), b);
-        AxisSumFn sum = [&g](const std::vector<std::string>& axes,
-                             double* v,
-                             int64_t n) {
-          ASSERT_EQ(axes, std::vector<std::string>{"tp"});
-          g.all_reduce(v, n);
-        };
+        AxisSumFn sum =
+            [&g](const std::vector<std::string>& axes, double* v, int64_t n) {
+              ASSERT_EQ(axes, std::vector<std::string>{"tp"});
+              g.all_reduce(v, n);
+            };
         got[g.rank()] = run(*model, sum);
       });
       for (int r = 0; r < tp; ++r) {

@@ -97,10 +97,10 @@ class PipelineExecutor {
  private:
   struct Slot {  // one (micro-batch, chunk)
     Context ctx;
-    Tensor act_in;     // received input activation
-    Tensor act_out;    // output activation to send
-    Tensor grad_out;   // received gradient of the output
-    Tensor grad_in;    // gradient of the input to send
+    Tensor act_in;    // received input activation
+    Tensor act_out;   // output activation to send
+    Tensor grad_out;  // received gradient of the output
+    Tensor grad_in;   // gradient of the input to send
     std::unique_ptr<Work> recv;
   };
   struct PendingSend {
@@ -136,11 +136,11 @@ class PipelineExecutor {
   // Per run():
   const PipelineBatch* batch_ = nullptr;
   LossStats* stats_ = nullptr;
-  int64_t mbs_ = 0;  // rows per micro-batch
+  int64_t mbs_ = 0;                       // rows per micro-batch
   std::vector<std::vector<Slot>> slots_;  // [mb][chunk]
   std::vector<Tensor> mb_input_;          // per mb, after kLoadMicroBatch
   std::vector<Tensor> mb_targets_;
-  std::vector<int> last_backward_mb_;     // per chunk: its last backward
+  std::vector<int> last_backward_mb_;  // per chunk: its last backward
   std::vector<PendingSend> sends_;
   PipelineTiming timing_;
 };

@@ -17,7 +17,8 @@ namespace ndt {
 // block_cost.size()) minimising the largest stage cost, where a stage's
 // cost is the sum of its blocks' costs plus first_cost on stage 0 and
 // last_cost on the last stage; among such splits, the most even one
-// (smallest sum of squared stage costs). Deterministic. Requires 1 <= stages <= block_cost.size().
+// (smallest sum of squared stage costs). Deterministic. Requires 1 <= stages <=
+// block_cost.size().
 std::vector<int> partition_blocks(
     const std::vector<int64_t>& block_cost,
     int stages,

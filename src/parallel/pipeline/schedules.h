@@ -37,9 +37,9 @@ const char* to_string(ScheduleKind kind);
 
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kOneFOneB;
-  int ranks = 1;         // P
-  int microbatches = 1;  // M
-  int chunks = 1;        // V
+  int ranks = 1;                           // P
+  int microbatches = 1;                    // M
+  int chunks = 1;                          // V
   std::vector<std::vector<Instr>> instrs;  // one list per pipeline rank
   // What the generator promises: the most (micro-batch, chunk) pairs whose
   // forward has run and backward has not, per rank (naive 1, gpipe M V,
@@ -49,8 +49,8 @@ struct Schedule {
 
 // Throws ConfigError naming the values when P < 1, M < 1, V < 1, or V > 1
 // for a kind other than interleaved.
-Schedule make_schedule(ScheduleKind kind, int ranks, int microbatches,
-                       int chunks = 1);
+Schedule make_schedule(
+    ScheduleKind kind, int ranks, int microbatches, int chunks = 1);
 
 Schedule naive(int ranks, int microbatches);
 Schedule gpipe(int ranks, int microbatches);

@@ -33,16 +33,16 @@ struct ScheduleReport {
   bool ok = false;
   std::string error;  // first violation: names the rank and the instruction
   std::vector<int> peak_in_flight;  // per rank
-  double makespan = 0;   // simulated time of the whole step
-  double bubble = 0;     // idle fraction: 1 - sum(busy) / (P * makespan)
+  double makespan = 0;              // simulated time of the whole step
+  double bubble = 0;  // idle fraction: 1 - sum(busy) / (P * makespan)
   // grid[r][t]: what rank r computes in time unit t ("F3", "B3.1") or "" when
   // idle; t_f and t_b must be integers >= 1 for the grid (a backward fills
   // t_b cells).
   std::vector<std::vector<std::string>> grid;
 };
 
-ScheduleReport verify_schedule(const Schedule& schedule, int t_f = 1,
-                               int t_b = 2);
+ScheduleReport verify_schedule(
+    const Schedule& schedule, int t_f = 1, int t_b = 2);
 
 // The grid as text: a header line with the kind, P, M, V, then one row per
 // rank ("rank 0 | F0 F1 .. B0 ..."), idle cells as "."; cells padded to one

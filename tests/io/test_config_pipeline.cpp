@@ -1,7 +1,9 @@
 // Pipeline keys of the config (parallel.pp, pp_chunks, pp_split, schedule,
-// microbatches, recompute, train.trace): a valid pipeline config loads and
-// round-trips, and every rule of check_pipeline() fails with a ConfigError
-// naming the keys and the values at fault.
+// microbatches, recompute, train.trace) and tensor-parallel keys
+// (parallel.tp, tp_mode, tp_seq, order): a valid config loads and
+// round-trips, and every rule of check_pipeline() and
+// check_tensor_parallel() fails with a ConfigError naming the keys and the
+// values at fault.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -220,6 +222,68 @@ TEST(ConfigPipeline, BadEnumsListAllowedValues) {
       override_error({"parallel.recompute=full"}),
       {"config key 'parallel.recompute' must be one of none, block, got "
        "'full'"});
+}
+
+TEST(ConfigTensorParallel, ValidHybridLoads) {
+  Config c = load_config(
+      "",
+      gpt(4,
+          {"model.heads=4",
+           "parallel.tp=2",
+           "parallel.tp_seq=true",
+           "parallel.dp=2",
+           "parallel.pp=2",
+           "parallel.microbatches=2",
+           "parallel.order=tp,pp,dp"}));
+  EXPECT_EQ(c.parallel.tp, 2);
+  EXPECT_EQ(c.parallel.tp_mode, TpMode::k1d);
+  EXPECT_TRUE(c.parallel.tp_seq);
+  EXPECT_EQ(c.parallel.order, "tp,pp,dp");
+  Config back = config_from_json(config_to_json(c));
+  EXPECT_EQ(config_to_json(back), config_to_json(c));
+}
+
+TEST(ConfigTensorParallel, SplitsMustBeExact) {
+  expect_has(
+      override_error(gpt(2, {"model.heads=2", "parallel.tp=4"})),
+      {"model.heads (2)", "parallel.tp (4)"});
+  expect_has(
+      override_error(
+          gpt(2, {"model.heads=4", "model.mlp_dim=6", "parallel.tp=4"})),
+      {"model.mlp_dim (6)", "parallel.tp (4)"});
+  expect_has(
+      override_error(
+          gpt(2,
+              {"model.heads=3",
+               "model.dim=48",
+               "model.mlp_dim=96",
+               "parallel.tp=3"})),
+      {"model.vocab (256)", "parallel.tp (3)", "padding"});
+}
+
+TEST(ConfigTensorParallel, RejectsWhatCannotSplit) {
+  expect_has(
+      override_error(
+          {"model.kind=mlp", "data.name=synthetic", "parallel.tp=2"}),
+      {"parallel.tp=2", "model.kind mlp"});
+  expect_has(
+      override_error(gpt(2, {"parallel.tp_seq=true"})),
+      {"parallel.tp_seq", "parallel.tp > 1"});
+  expect_has(
+      override_error(gpt(2, {"parallel.order=dp,tp"})),
+      {"parallel.order", "dp,tp"});
+  expect_has(
+      override_error(gpt(2, {"parallel.tp_mode=2d"})),
+      {"parallel.tp_mode", "1d"});
+  // 3 samples x 5 tokens per micro-batch do not split over 2 ranks.
+  expect_has(
+      override_error(
+          gpt(2,
+              {"model.seq_len=5",
+               "train.batch_size=3",
+               "parallel.tp=2",
+               "parallel.tp_seq=true"})),
+      {"parallel.tp_seq", "15", "2"});
 }
 
 }  // namespace

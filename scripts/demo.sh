@@ -6,7 +6,7 @@
 # pipeline whose layers are split over 2 tensor-parallel ranks, with
 # sequence-split regions). On this 2-core machine the ranks are
 # oversubscribed, so the run is shortened to DEMO_STEPS steps (default
-# 600, about 6 minutes here). Prints the validation loss and where the
+# 600, about 3 minutes here). Prints the validation loss and where the
 # metrics, the Chrome trace and the checkpoint went. Extra arguments are
 # config overrides (key=value).
 set -euo pipefail

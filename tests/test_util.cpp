@@ -21,6 +21,13 @@ Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std) {
   return t;
 }
 
+Tensor int_tensor(Shape shape, int modulo, int mul, int add) {
+  Tensor t(std::move(shape), MemTag::kOther, DType::kI32);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data_i32()[i] = static_cast<int32_t>((i * mul + add) % modulo);
+  return t;
+}
+
 double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
   if (a.numel() != b.numel()) return INFINITY;
   double worst = 0;

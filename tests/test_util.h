@@ -15,6 +15,9 @@ namespace ndt::test {
 
 // Tensor filled with normal(0, std) numbers from the counter RNG.
 Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std = 1);
+// int32 tensor with element i = (i * mul + add) % modulo (token ids,
+// labels).
+Tensor int_tensor(Shape shape, int modulo, int mul, int add);
 // Largest |a - b| / (atol + rtol * |b|) over elements (<= 1 means close).
 double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol);
 // Sum of a[i] * b[i] in double: the scalar loss sum(y * r) of gradient

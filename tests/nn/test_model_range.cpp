@@ -39,13 +39,6 @@ struct Case {
   Tensor targets;
 };
 
-Tensor int_tensor(Shape shape, int modulo, int mul, int add) {
-  Tensor t(std::move(shape), MemTag::kOther, DType::kI32);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data_i32()[i] = static_cast<int32_t>((i * mul + add) % modulo);
-  return t;
-}
-
 // Dropout 0.1 everywhere, so the masks (keyed by the run state) matter.
 std::vector<Case> cases() {
   std::vector<Case> out;
@@ -64,8 +57,8 @@ std::vector<Case> cases() {
          o.init_std = 0.1f;
          return build_gpt(o, b);
        },
-       int_tensor({4, 8}, 11, 3, 1),
-       int_tensor({4, 8}, 11, 5, 2)});
+       test::int_tensor({4, 8}, 11, 3, 1),
+       test::int_tensor({4, 8}, 11, 5, 2)});
   out.push_back(
       {"vit",
        [] {
@@ -84,7 +77,7 @@ std::vector<Case> cases() {
          return build_vit(o, b);
        },
        randn({4, 1, 8, 8}, 1, "img"),
-       int_tensor({4}, 3, 2, 1)});
+       test::int_tensor({4}, 3, 2, 1)});
   out.push_back(
       {"mlp",
        [] {
@@ -97,7 +90,7 @@ std::vector<Case> cases() {
          return build_mlp(o, b);
        },
        randn({4, 2, 4, 4}, 2, "img"),
-       int_tensor({4}, 5, 3, 1)});
+       test::int_tensor({4}, 5, 3, 1)});
   return out;
 }
 

@@ -57,13 +57,6 @@ GptOptions gpt_options() {
   return o;
 }
 
-Tensor int_tensor(Shape shape, int modulo, int mul, int add) {
-  Tensor t(std::move(shape), MemTag::kOther, DType::kI32);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data_i32()[i] = static_cast<int32_t>((i * mul + add) % modulo);
-  return t;
-}
-
 // A model (built and initialised from kSeed on every call) with one step's
 // batch of kBatch rows.
 struct Workload {
@@ -80,8 +73,8 @@ Workload gpt_workload() {
     m->init(kSeed);
     return m;
   };
-  w.input = int_tensor({kBatch, 8}, 13, 3, 1);
-  w.targets = int_tensor({kBatch, 8}, 13, 5, 4);
+  w.input = test::int_tensor({kBatch, 8}, 13, 3, 1);
+  w.targets = test::int_tensor({kBatch, 8}, 13, 5, 4);
   return w;
 }
 
@@ -106,7 +99,7 @@ Workload vit_workload() {
     return m;
   };
   w.input = test::randn({kBatch, 1, 8, 8}, 1, "img");
-  w.targets = int_tensor({kBatch}, 3, 2, 1);
+  w.targets = test::int_tensor({kBatch}, 3, 2, 1);
   return w;
 }
 
@@ -126,7 +119,7 @@ Workload mlp_workload() {
     return m;
   };
   w.input = test::randn({kBatch, 2, 4, 4}, 2, "img");
-  w.targets = int_tensor({kBatch}, 5, 3, 1);
+  w.targets = test::int_tensor({kBatch}, 5, 3, 1);
   return w;
 }
 

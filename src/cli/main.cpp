@@ -122,8 +122,9 @@ Args parse_args(int argc, char** argv, int first) {
 int g_world_rank = -1;  // for error messages; -1 before MPI starts
 int g_world_size = 1;
 
-// The MPI job's layout: a mesh [dp, pp] over the world (pp fastest: the
-// ranks of one pipeline are consecutive), or no groups for one process.
+// The MPI job's layout: a mesh over the world with the axes of
+// parallel.order (default dp, pp, tp: the ranks of a tensor-parallel group
+// are consecutive), or no groups for one process.
 struct Job {
   std::unique_ptr<MpiRuntime> mpi;
   std::unique_ptr<ProcessGroup> world;

@@ -11,11 +11,17 @@ namespace {
 
 constexpr int kFields = 7;  // op, mb, chunk, peer, step, t0, t1
 
-// The (dp, pp) coordinates of a world rank: pp is the fastest axis.
-std::string track_name(int rank, const Groups& g) {
-  const int pp = g.pp ? g.pp->size() : 1;
-  return "rank " + std::to_string(rank) + " (dp " + std::to_string(rank / pp) +
-         ", pp " + std::to_string(rank % pp) + ")";
+constexpr int kHeader = 4;  // span count, dp, pp and tp coordinate
+
+int coord(const ProcessGroup* g) {
+  return g ? g->rank() : 0;
+}
+
+// "rank R (dp D, pp S, tp T)" from a rank's gathered header.
+std::string track_name(int rank, const double* header) {
+  auto c = [&](int i) { return std::to_string(static_cast<int>(header[i])); };
+  return "rank " + std::to_string(rank) + " (dp " + c(1) + ", pp " + c(2) +
+         ", tp " + c(3) + ")";
 }
 
 }  // namespace
@@ -36,14 +42,20 @@ int64_t write_trace(
   ProcessGroup* world = groups.world;
   const int size = world ? world->size() : 1;
   const int rank = world ? world->rank() : 0;
-  // Gather with sums: every rank's span count, then its spans in its own
-  // slot of a zeroed buffer sized for the longest list.
-  std::vector<double> counts(size, 0.0);
-  counts[rank] = static_cast<double>(tracer.spans().size());
+  // Gather with sums: every rank's header (span count and mesh
+  // coordinates), then its spans in its own slot of a zeroed buffer sized
+  // for the longest list.
+  std::vector<double> headers(size * kHeader, 0.0);
+  double* h = headers.data() + rank * kHeader;
+  h[0] = static_cast<double>(tracer.spans().size());
+  h[1] = coord(groups.dp);
+  h[2] = coord(groups.pp);
+  h[3] = coord(groups.tp);
   if (world)
-    world->all_reduce(counts.data(), size);
-  const int64_t longest =
-      static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
+    world->all_reduce(headers.data(), size * kHeader);
+  int64_t longest = 0;
+  for (int r = 0; r < size; ++r)
+    longest = std::max(longest, static_cast<int64_t>(headers[r * kHeader]));
   const int64_t per_rank = longest * kFields;
   std::vector<double> all(static_cast<size_t>(per_rank * size), 0.0);
   double* mine = all.data() + rank * per_rank;
@@ -69,8 +81,8 @@ int64_t write_trace(
          {"ph", "M"},
          {"pid", 0},
          {"tid", r},
-         {"args", {{"name", track_name(r, groups)}}}});
-    for (int64_t i = 0; i < static_cast<int64_t>(counts[r]); ++i) {
+         {"args", {{"name", track_name(r, &headers[r * kHeader])}}}});
+    for (int64_t i = 0; i < static_cast<int64_t>(headers[r * kHeader]); ++i) {
       const double* f = all.data() + r * per_rank + i * kFields;
       Instr in{
           static_cast<Op>(static_cast<int>(f[0])),

@@ -14,8 +14,10 @@
 // chunks of its pipeline rank (stage partition by parallel.pp_split or
 // balanced by parameters, pipeline/partition.h) and a PipelineExecutor
 // runs its instruction list of the configured schedule over
-// parallel.microbatches micro-batches; composes with dp over MPI (world =
-// dp x pp). Step s always consumes global samples [s*B, (s+1)*B).
+// parallel.microbatches micro-batches; composes with dp over MPI. Tensor
+// parallel (parallel.tp > 1): the model is built by Tp1dBuilder over the tp
+// group, so each rank holds its shards. World = dp x pp x tp. Step s
+// always consumes global samples [s*B, (s+1)*B).
 #pragma once
 
 #include <cstdint>

@@ -132,16 +132,21 @@ struct Job {
   Groups groups;
 };
 
-// True when a launcher (mpirun/mpiexec, or a PMI-based one) started this
-// process. A plain `ndtrain train` does not initialise MPI at all: a
-// singleton MPI_Init would start a daemon and may bind the process to one
-// core.
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (std::getenv(v) != nullptr)
-      return true;
+// Rank of this process in an MPI launch (mpirun/mpiexec, or a PMI-based
+// launcher), from the launcher's environment, also before MPI starts; -1
+// when no launcher started it.
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* r = std::getenv(v))
+      return std::atoi(r);
   }
-  return false;
+  return -1;
+}
+
+// A plain `ndtrain train` does not initialise MPI at all: a singleton
+// MPI_Init would start a daemon and may bind the process to one core.
+bool launched_by_mpi() {
+  return launcher_rank() >= 0;
 }
 
 // The job outlives the command functions: an error unwinds to main(), which
@@ -424,19 +429,9 @@ int run(int argc, char** argv) {
 
 namespace {
 
-// Rank of this process in an MPI launch, from the launcher's environment
-// (also before MPI starts); -1 when not launched by MPI.
-int launcher_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    if (const char* r = std::getenv(v))
-      return std::atoi(r);
-  }
-  return -1;
-}
-
 int fail(const char* what) {
   std::fflush(stdout);
-  if (ndt::g_world_size == 1 && launcher_rank() > 0) {
+  if (ndt::g_world_size == 1 && ndt::launcher_rank() > 0) {
     // An error before MPI started (a bad config) is the same on every
     // rank: rank 0 alone reports it.
     return 1;

@@ -95,6 +95,13 @@ Tensor Tensor::view(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::rows(int64_t first, int64_t n) const {
+  const int64_t per = numel_ / dim(0);
+  Shape s = shape_;
+  s[0] = n;
+  return slice(first * per, std::move(s));
+}
+
 Tensor Tensor::slice(int64_t offset, Shape shape) const {
   int64_t n = shape_numel(shape);
   NDT_ASSERT(

@@ -68,6 +68,9 @@ class Tensor {
   // Same storage: `shape` elements starting `offset` elements into this
   // tensor (e.g. a parameter's gradient inside a flat bucket).
   Tensor slice(int64_t offset, Shape shape) const;
+  // Rows [first, first + n) along dim 0 (a batch's samples), sharing
+  // storage.
+  Tensor rows(int64_t first, int64_t n) const;
   // Deep copy into fresh storage with `tag`.
   Tensor clone(MemTag tag) const;
   void zero_();

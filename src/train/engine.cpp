@@ -14,14 +14,6 @@
 namespace ndt {
 namespace {
 
-// Rows [first, first + n) of a batch tensor (dim 0), sharing storage.
-Tensor rows(const Tensor& t, int64_t first, int64_t n) {
-  int64_t per = t.numel() / t.dim(0);
-  Shape s = t.shape();
-  s[0] = n;
-  return t.slice(first * per, s);
-}
-
 // train.trace keeps kTraceSteps steps, from step 1 (step 0 pays for
 // first-touch allocations) when the run has more than one.
 constexpr int64_t kTraceSteps = 10;
@@ -114,13 +106,13 @@ Engine::Engine(const Config& config, DataSource& data, Groups groups)
   if (p.pp > 1)
     partition_pipeline();
   contexts_.resize(n_replicas);
-  AxisSumFn sum = nullptr;
   if (groups_.tp != nullptr) {
-    sum = [this](const std::vector<std::string>& axes, double* v, int64_t n) {
-      axis_sum(axes, v, n);
-    };
+    sum_axes_ =
+        [this](const std::vector<std::string>& axes, double* v, int64_t n) {
+          axis_sum(axes, v, n);
+        };
   }
-  opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum);
+  opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum_axes_);
   schedule_ = make_lr_schedule(config);
   if (!threads && dp_ > 1) {
     ddp_ = std::make_unique<DistributedDataParallel>(
@@ -212,12 +204,7 @@ void Engine::step_replica(
           std::to_string(k) + ": forward and backward");
     const double t0 = tracer_.now();
     model.forward_range(
-        0,
-        head,
-        rows(input, k * mb, mb),
-        rows(targets, k * mb, mb),
-        ctx,
-        stats);
+        0, head, input.rows(k * mb, mb), targets.rows(k * mb, mb), ctx, stats);
     const double t1 = tracer_.now();
     model.backward_range(0, head, Tensor(), ctx, scale);
     if (rank == 0 || replicas_.size() == 1) {  // one thread records
@@ -249,12 +236,6 @@ void Engine::axis_sum(
 // step; sets result_'s lr and grad_norm.
 void Engine::optimizer_step() {
   const double t0 = tracer_.now();
-  AxisSumFn sum_axes;
-  if (groups_.tp != nullptr) {
-    sum_axes = [this](const std::vector<std::string>& a, double* v, int64_t n) {
-      axis_sum(a, v, n);
-    };
-  }
   std::function<void(double&)> sum_stages;
   if (groups_.pp != nullptr) {
     sum_stages = [this](double& sq) { groups_.pp->all_reduce(&sq, 1); };
@@ -262,7 +243,7 @@ void Engine::optimizer_step() {
   result_.grad_norm = clip_grad_norm(
       replicas_[0]->parameters(),
       config_.optim.clip_grad_norm,
-      sum_axes,
+      sum_axes_,
       sum_stages);
   result_.lr = lr_at(schedule_, step_);
   opt_->step(result_.lr);
@@ -328,8 +309,8 @@ StepResult Engine::step(int64_t step) {
           contexts_[r],
           step,
           r,
-          rows(input_, r * local, local),
-          rows(targets_, r * local, local),
+          input_.rows(r * local, local),
+          targets_.rows(r * local, local),
           per[r]);
       for (Parameter* p : params) {
         pg.reduce(

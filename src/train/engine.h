@@ -28,6 +28,7 @@
 #include "io/config.h"
 #include "nn/builder.h"
 #include "nn/model.h"
+#include "optim/layer_norms.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/ddp.h"
@@ -113,6 +114,7 @@ class Engine {
   void optimizer_step();
   // Sums over the mesh axes that shard a parameter (tensor parallel).
   void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
+  AxisSumFn sum_axes_;  // axis_sum when tensor parallel, else null
 
   Config config_;
   DataSource& data_;

@@ -14,14 +14,6 @@ constexpr int kTagAct = 1;
 constexpr int kTagGrad = 2;
 constexpr int kTagEval = 3;
 
-// Rows [first, first + n) of a batch tensor (dim 0), sharing storage.
-Tensor rows(const Tensor& t, int64_t first, int64_t n) {
-  int64_t per = t.numel() / t.dim(0);
-  Shape s = t.shape();
-  s[0] = n;
-  return t.slice(first * per, s);
-}
-
 bool is_compute(Op op) {
   return op == Op::kForward || op == Op::kBackward;
 }
@@ -195,8 +187,8 @@ void PipelineExecutor::execute(const Instr& in, int index) {
   const PipelineBatch& b = *batch_;
   switch (in.op) {
     case Op::kLoadMicroBatch: {
-      mb_input_.at(in.mb) = rows(b.input, in.mb * mbs_, mbs_);
-      mb_targets_.at(in.mb) = rows(b.targets, in.mb * mbs_, mbs_);
+      mb_input_.at(in.mb) = b.input.rows(in.mb * mbs_, mbs_);
+      mb_targets_.at(in.mb) = b.targets.rows(in.mb * mbs_, mbs_);
       return;
     }
     case Op::kForward: {

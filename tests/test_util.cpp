@@ -1,14 +1,13 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <random>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "tensor/rng.h"
@@ -29,12 +28,14 @@ Tensor int_tensor(Shape shape, int modulo, int mul, int add) {
 }
 
 double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol) {
-  if (a.numel() != b.numel()) return INFINITY;
+  if (a.numel() != b.numel())
+    return INFINITY;
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     double x = a.data()[i], y = b.data()[i];
     double r = std::fabs(x - y) / (atol + rtol * std::fabs(y));
-    if (!(r <= worst)) worst = std::isnan(r) ? INFINITY : std::max(worst, r);
+    if (!(r <= worst))
+      worst = std::isnan(r) ? INFINITY : std::max(worst, r);
   }
   return worst;
 }
@@ -48,11 +49,13 @@ double dot(const Tensor& a, const Tensor& b) {
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return INFINITY;
+  if (a.numel() != b.numel())
+    return INFINITY;
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     double d = std::fabs(double(a.data()[i]) - double(b.data()[i]));
-    if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+    if (!(d <= worst))
+      worst = std::isnan(d) ? INFINITY : d;
   }
   return worst;
 }
@@ -70,13 +73,15 @@ std::map<std::string, Tensor> read_fixture(const std::string& path) {
   }
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty() || line[0] == '#')
+      continue;
     std::istringstream header(line);
     std::string name;
     int ndim = -1;
     header >> name >> ndim;
     Shape shape(std::max(ndim, 0));
-    for (auto& d : shape) header >> d;
+    for (auto& d : shape)
+      header >> d;
     if (!header || ndim < 0) {
       ADD_FAILURE() << path << ": bad header line: " << line;
       return out;
@@ -143,7 +148,8 @@ double grad_check(
     double num = (lp - lm) / (2 * h);
     double ana = grad.data()[i];
     double r = std::fabs(num - ana) / (atol + rtol * std::fabs(num));
-    if (std::isnan(r)) return INFINITY;
+    if (std::isnan(r))
+      return INFINITY;
     worst = std::max(worst, r);
   }
   return worst;

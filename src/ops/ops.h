@@ -48,7 +48,8 @@ void gemm(
 // ---- linear: weight stored [OC, IC] like torch.nn.Linear -------------------
 
 // x [.., IC], w [OC, IC], b [OC] or undefined -> y [.., OC] = x w^T + b.
-void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b);
+void linear_forward(
+    Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b);
 // dx [.., IC] = dy w (skipped if undefined); dw += dy^T x; db += sum dy.
 void linear_backward(
     Tensor& dx,
@@ -73,16 +74,14 @@ void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
 void bias_gelu_forward(Tensor& y, Tensor& pre, const Tensor& b);
 // dpre = dy * gelu'(pre); db += sum dpre (db may be undefined).
 void bias_gelu_backward(
-    Tensor& dpre,
-    Tensor& db,
-    const Tensor& dy,
-    const Tensor& pre);
+    Tensor& dpre, Tensor& db, const Tensor& dy, const Tensor& pre);
 
 // ReLU (used by the MLP when configured).
 void relu_forward(Tensor& y, const Tensor& x);
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
 
-// ---- LayerNorm ----------------------------------------------------------------
+// ---- LayerNorm
+// ----------------------------------------------------------------
 
 // x [N, C], w, b [C] -> y [N, C]; saves mean, rstd [N].
 void layernorm_forward(
@@ -116,7 +115,8 @@ void residual_layernorm_forward(
     const Tensor& b,
     float eps);
 
-// ---- softmax ------------------------------------------------------------------
+// ---- softmax
+// ------------------------------------------------------------------
 
 // Row softmax over the last dim: y [N, C].
 void softmax_forward(Tensor& y, const Tensor& x);
@@ -128,11 +128,7 @@ void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
 // att [B, NH, T, T] saved softmax probabilities (masked entries are 0).
 // Scale 1/sqrt(hs); causal masks keys after the query.
 void attention_forward(
-    Tensor& out,
-    Tensor& att,
-    const Tensor& qkv,
-    int NH,
-    bool causal);
+    Tensor& out, Tensor& att, const Tensor& qkv, int NH, bool causal);
 // dqkv [B, T, 3C] assigned. datt [B, NH, T, T] is scratch.
 void attention_backward(
     Tensor& dqkv,
@@ -143,27 +139,23 @@ void attention_backward(
     int NH,
     bool causal);
 
-// ---- cross-entropy (fused with softmax) -----------------------------------------
+// ---- cross-entropy (fused with softmax)
+// -----------------------------------------
 
 // logits [N, V], targets int32 [N] in [0, V) -> losses [N] (-log p_target),
 // probs [N, V] softmax. Returns the sum of losses (double accumulation).
 double cross_entropy_forward(
-    Tensor& losses,
-    Tensor& probs,
-    const Tensor& logits,
-    const Tensor& targets);
+    Tensor& losses, Tensor& probs, const Tensor& logits, const Tensor& targets);
 // Throws DataError naming the first target outside [0, V) (bad labels or a
 // tokenizer / vocabulary mismatch). The kernels above call it; so do
 // layers that compute the loss themselves (vocabulary-parallel heads).
 void cross_entropy_check_targets(const Tensor& targets, int64_t V);
 // dlogits = (probs - onehot(targets)) * scale. dlogits may alias probs.
 void cross_entropy_backward(
-    Tensor& dlogits,
-    const Tensor& probs,
-    const Tensor& targets,
-    float scale);
+    Tensor& dlogits, const Tensor& probs, const Tensor& targets, float scale);
 
-// ---- embeddings -------------------------------------------------------------------
+// ---- embeddings
+// -------------------------------------------------------------------
 
 // ids int32 [N] in [0, V), table [V, C] -> y [N, C].
 void embedding_forward(Tensor& y, const Tensor& ids, const Tensor& table);
@@ -177,32 +169,27 @@ void patchify_forward(Tensor& patches, const Tensor& images, int P);
 // dimages [B, Cin, H, W] = col2im(dpatches) (assigned).
 void patchify_backward(Tensor& dimages, const Tensor& dpatches, int P);
 
-// ---- token pooling (ViT heads) ------------------------------------------------------
+// ---- token pooling (ViT heads)
+// ------------------------------------------------------
 
 // x [B, T, C] -> y [B, C] mean over T.
 void mean_tokens_forward(Tensor& y, const Tensor& x);
 // dx [B, T, C] = dy / T broadcast (assigned).
 void mean_tokens_backward(Tensor& dx, const Tensor& dy);
 
-// ---- dropout (mask from the counter RNG, never stored) ---------------------------
+// ---- dropout (mask from the counter RNG, never stored)
+// ---------------------------
 
 // y = x * keep / (1 - p), keep_i = uniform(key, offset + i) >= p. y may
 // alias x. `offset` places this block in a larger tensor (e.g. the first
 // sample of a data-parallel slice), so every layout draws the same mask.
 void dropout_forward(
-    Tensor& y,
-    const Tensor& x,
-    float p,
-    uint64_t key,
-    uint64_t offset = 0);
+    Tensor& y, const Tensor& x, float p, uint64_t key, uint64_t offset = 0);
 void dropout_backward(
-    Tensor& dx,
-    const Tensor& dy,
-    float p,
-    uint64_t key,
-    uint64_t offset = 0);
+    Tensor& dx, const Tensor& dy, float p, uint64_t key, uint64_t offset = 0);
 
-// ---- elementwise ----------------------------------------------------------------------
+// ---- elementwise
+// ----------------------------------------------------------------------
 
 // y = a + b (residual forward; its backward is the identity on both inputs).
 void add(Tensor& y, const Tensor& a, const Tensor& b);

@@ -1,8 +1,8 @@
 // train.trace: merges every rank's Tracer spans into one Chrome trace
 // (JSON "traceEvents", complete events "ph":"X" in microseconds) that
 // chrome://tracing and Perfetto open with one track per rank, named
-// "rank R (dp D, pp S, tp T)". Span names are the instruction text ("F3", "B3.1",
-// "SA3>1", "RED", "OPT"); args carry the step, micro-batch and chunk.
+// "rank R (dp D, pp S, tp T)". Span names are the instruction text ("F3",
+// "B3.1", "SA3>1", "RED", "OPT"); args carry the step, micro-batch and chunk.
 #pragma once
 
 #include <string>

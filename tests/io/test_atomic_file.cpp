@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "test_util.h"
 #include "io/atomic_file.h"
+#include "test_util.h"
 
 namespace ndt {
 namespace {

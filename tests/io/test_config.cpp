@@ -640,12 +640,19 @@ namespace {
 
 TEST(Config, ParallelCommVerifyAndLargeBatchKeys) {
   Config c = load_config(
-      "", {"parallel.dp=4", "parallel.dp_mode=threads",
-           "parallel.grad_accum=2", "parallel.bucket_mb=8",
-           "comm.timeout_s=30", "verify.steps=3", "optim.name=lamb",
-           "optim.lars_mode=colossal", "optim.trust_coef=0.01",
-           "optim.trust_clip=10", "optim.lamb_bias_correction=false",
-           "optim.exclude_no_decay=false"});
+      "",
+      {"parallel.dp=4",
+       "parallel.dp_mode=threads",
+       "parallel.grad_accum=2",
+       "parallel.bucket_mb=8",
+       "comm.timeout_s=30",
+       "verify.steps=3",
+       "optim.name=lamb",
+       "optim.lars_mode=colossal",
+       "optim.trust_coef=0.01",
+       "optim.trust_clip=10",
+       "optim.lamb_bias_correction=false",
+       "optim.exclude_no_decay=false"});
   EXPECT_EQ(c.parallel.dp, 4);
   EXPECT_EQ(c.parallel.dp_mode, DpMode::kThreads);
   EXPECT_EQ(c.parallel.grad_accum, 2);
@@ -658,8 +665,8 @@ TEST(Config, ParallelCommVerifyAndLargeBatchKeys) {
   EXPECT_EQ(c.optim.trust_clip, 10.0f);
   EXPECT_FALSE(c.optim.lamb_bias_correction);
   EXPECT_FALSE(c.optim.exclude_no_decay);
-  EXPECT_EQ(config_to_json(config_from_json(config_to_json(c))),
-            config_to_json(c));
+  EXPECT_EQ(
+      config_to_json(config_from_json(config_to_json(c))), config_to_json(c));
 }
 
 TEST(Config, BatchMustSplitOverReplicasAndMicroBatches) {

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "ops/ops.h"
 #include "parallel/tp1d_embedding.h"
+#include "parallel/tp1d_norm.h"
 
 namespace ndt {
 namespace {
@@ -121,10 +122,13 @@ VocabParallelLmHead::VocabParallelLmHead(
       token_split_(token_split),
       V_local_(options.vocab / tp.size()),
       v_begin_(static_cast<int64_t>(tp.rank()) * (options.vocab / tp.size())),
-      ln_(options.name + ".ln", options.dim),
+      ln_(std::make_unique<LayerNorm>(options.name + ".ln", options.dim)),
       weight_(vocab_projection(options, tp)),
       copy_(tp),
-      gather_(tp, tokens_per_sample, /*grad_partial=*/true) {}
+      gather_(tp, tokens_per_sample, /*grad_partial=*/true) {
+  if (token_split_)
+    ln_ = std::make_unique<TpGradSum>(std::move(ln_), tp);
+}
 
 // x [B, T, C] or [N/tp, C] (token split), targets [B, T]. child(0): the
 // LayerNorm, child(1): the copy / gather region. saved {h [N, C] (all
@@ -139,7 +143,7 @@ void VocabParallelLmHead::forward(
         "token-split LM head expects my tokens [N/tp, C], got ",
         shape_str(x.shape()));
   }
-  Tensor h = ln_.forward(x, ctx.child(0));
+  Tensor h = ln_->forward(x, ctx.child(0));
   Tensor hall = token_split_ ? gather_.forward(h, ctx.child(1))
                              : copy_.forward(h, ctx.child(1));
   const int64_t N = hall.numel() / C;
@@ -187,48 +191,15 @@ Tensor VocabParallelLmHead::backward(Context& ctx, float scale) {
   ops::linear_backward(dh, weight_.grad, none, dlogits, h2, weight_.value);
   const Shape x_shape = ctx.ints;
   ctx.saved.clear();
-  if (!token_split_) {
-    Tensor dhx = copy_.backward(dh.view(x_shape), ctx.child(1));  // all-reduce
-    return ln_.backward(dhx, ctx.child(0));
-  }
-  Tensor dmine = gather_.backward(dh, ctx.child(1));  // reduce-scatter
-  return ln_backward_split(dmine.view(x_shape), ctx);
-}
-
-Tensor VocabParallelLmHead::ln_backward_split(const Tensor& dh, Context& ctx) {
-  std::vector<Parameter*> ps;
-  ln_.collect_parameters(ps);
-  int64_t total = 0;
-  for (Parameter* p : ps)
-    total += p->grad.numel();
-  // Keep what was accumulated, compute my tokens' contribution alone, sum
-  // it over tp, then accumulate: grad += all_reduce(contribution).
-  Tensor kept({total}, MemTag::kComm);
-  Tensor contrib({total}, MemTag::kComm);
-  int64_t off = 0;
-  for (Parameter* p : ps) {
-    kept.slice(off, p->grad.shape()).copy_(p->grad);
-    p->grad.zero_();
-    off += p->grad.numel();
-  }
-  Tensor dx = ln_.backward(dh, ctx.child(0));
-  off = 0;
-  for (Parameter* p : ps) {
-    contrib.slice(off, p->grad.shape()).copy_(p->grad);
-    off += p->grad.numel();
-  }
-  tp_.all_reduce(contrib.data(), total);
-  ops::add_(contrib, kept);
-  off = 0;
-  for (Parameter* p : ps) {
-    p->grad.copy_(contrib.slice(off, p->grad.shape()));
-    off += p->grad.numel();
-  }
-  return dx;
+  Tensor dhx =
+      token_split_
+          ? gather_.backward(dh, ctx.child(1))               // reduce-scatter
+          : copy_.backward(dh.view(x_shape), ctx.child(1));  // all-reduce
+  return ln_->backward(dhx.view(x_shape), ctx.child(0));
 }
 
 void VocabParallelLmHead::collect_parameters(std::vector<Parameter*>& out) {
-  ln_.collect_parameters(out);
+  ln_->collect_parameters(out);
   out.push_back(&weight_);
 }
 

@@ -61,16 +61,14 @@ class VocabParallelLmHead final : public LossHead {
   void collect_parameters(std::vector<Parameter*>& out) override;
 
  private:
-  // LayerNorm backward whose parameter-gradient contribution of my tokens
-  // is summed over tp before it is accumulated (token split).
-  Tensor ln_backward_split(const Tensor& dh, Context& ctx);
-
   LmHeadOptions options_;
   ProcessGroup& tp_;
   bool token_split_;
   int64_t V_local_;
   int64_t v_begin_;  // first vocabulary row held here
-  LayerNorm ln_;
+  // LayerNorm; with token split wrapped in TpGradSum (its parameter
+  // gradients from my tokens are partial sums over tp).
+  std::unique_ptr<Module> ln_;
   Parameter weight_;
   CopyToTp copy_;        // no token split
   GatherTokens gather_;  // token split (gradient is partial: reduce-scatter)

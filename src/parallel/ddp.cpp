@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/fault.h"
+#include "ops/ops.h"
 
 namespace ndt {
 namespace {
@@ -100,8 +102,12 @@ void DistributedDataParallel::on_module_done(int module) {
     if (--pending_[b] == 0) {
       if (launched_ == 0)
         first_launch_ = now_s();
-      work_[b] = group_.all_reduce_async(flat_[b].data(), flat_[b].numel());
+      if (NDT_FAULT(kDpGradScale) && group_.rank() == 1)
+        ops::scale_(flat_[b], 1.5f);
       ++launched_;
+      if (NDT_FAULT(kBucketSkip) && b == 0)
+        continue;
+      work_[b] = group_.all_reduce_async(flat_[b].data(), flat_[b].numel());
     }
   }
   progress();
@@ -125,8 +131,14 @@ void DistributedDataParallel::finish() {
         " buckets were launched");
     double t0 = now_s();
     for (auto& w : work_) {
+      if (NDT_FAULT(kBucketSkip) && !w)
+        continue;
       w->wait();
       w.reset();
+    }
+    if (NDT_FAULT(kDpMeanNotSum)) {
+      for (Tensor& f : flat_)
+        ops::scale_(f, 1.0f / float(group_.size()));
     }
     double t1 = now_s();
     exposed_s_ += t1 - t0;

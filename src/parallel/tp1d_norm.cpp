@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/fault.h"
 #include "ops/ops.h"
 
 namespace ndt {
@@ -45,7 +46,7 @@ Tensor TpGradSum::backward(const Tensor& dy, Context& ctx) {
     flat.slice(at, p->grad.shape()).copy_(p->grad);
     at += p->grad.numel();
   }
-  if (total > 0)
+  if (total > 0 && !NDT_FAULT(kTpSeqNormGrad))
     tp_.all_reduce(flat.data(), total);
   at = 0;
   for (Parameter* p : params) {

@@ -5,7 +5,9 @@
 
 #include "base/activity.h"
 #include "base/check.h"
+#include "base/fault.h"
 #include "comm/local_process_group.h"
+#include "ops/ops.h"
 #include "optim/grad_norm.h"
 #include "parallel/pipeline/partition.h"
 #include "parallel/tp1d_builder.h"
@@ -188,7 +190,9 @@ void Engine::step_replica(
   const int64_t B = config_.train.batch_size;
   const int K = config_.parallel.grad_accum;
   const int64_t local = B / dp_, mb = local / K;
-  const float scale = 1.0f / float(B * model.loss_terms_per_sample);
+  float scale = 1.0f / float(B * model.loss_terms_per_sample);
+  if (NDT_FAULT(kAccumScale))
+    scale /= float(K);
   model.zero_grad();
   for (int k = 0; k < K; ++k) {
     ctx.run.training = true;
@@ -236,6 +240,8 @@ void Engine::axis_sum(
 // step; sets result_'s lr and grad_norm.
 void Engine::optimizer_step() {
   const double t0 = tracer_.now();
+  if (on_grads_ready)
+    on_grads_ready();
   std::function<void(double&)> sum_stages;
   if (groups_.pp != nullptr) {
     sum_stages = [this](double& sq) { groups_.pp->all_reduce(&sq, 1); };
@@ -266,6 +272,8 @@ StepResult Engine::step(int64_t step) {
     batch.step = step;
     batch.sample_offset = rank_ * local;
     batch.loss_scale = 1.0f / float(B * replicas_[0]->loss_terms_per_sample);
+    if (NDT_FAULT(kAccumScale))
+      batch.loss_scale /= float(config_.parallel.microbatches);
     replicas_[0]->zero_grad();
     executor_->run(
         pipe_.instrs.at(groups_.pp->rank()),
@@ -274,9 +282,15 @@ StepResult Engine::step(int64_t step) {
         stats);
     // The loss lives on the last stage of each pipeline.
     double v[2] = {stats.loss_sum, double(stats.count)};
-    groups_.pp->all_reduce(v, 2);
-    if (group_ != nullptr)
-      group_->all_reduce(v, 2);
+    try {
+      groups_.pp->all_reduce(v, 2);
+      if (group_ != nullptr)
+        group_->all_reduce(v, 2);
+    } catch (const CommError& e) {
+      throw CommError(
+          "step " + std::to_string(step) + ", loss reduction after the " +
+          "pipeline schedule: " + e.what());
+    }
     result_.loss = v[0] / v[1];
     return result_;
   }
@@ -313,11 +327,15 @@ StepResult Engine::step(int64_t step) {
           targets_.rows(r * local, local),
           per[r]);
       for (Parameter* p : params) {
+        if (NDT_FAULT(kDpGradScale) && r == 1)
+          ops::scale_(p->grad, 1.5f);
         pg.reduce(
             p->grad.data(),
             r == 0 ? p->grad.data() : nullptr,
             p->grad.numel(),
             0);
+        if (NDT_FAULT(kDpMeanNotSum) && r == 0)
+          ops::scale_(p->grad, 1.0f / float(dp_));
       }
     });
     for (const LossStats& s : per) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,10 @@ class Engine {
   ~Engine();
 
   StepResult step(int64_t step);
+  // Called in every step() once the gradients of model() are final
+  // (accumulated over micro-batches and reduced over data-parallel ranks),
+  // before clipping and the optimizer touch them.
+  std::function<void()> on_grads_ready;
   // Evaluates on the configured evaluation set (each data-parallel rank a
   // slice, results reduced).
   EvalResult evaluate(int64_t step);

@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <map>
+#include <memory>
 #include <ostream>
 
+#include "base/check.h"
 #include "comm/process_group.h"
 #include "ops/ops.h"
 #include "train/data_source.h"
@@ -44,14 +47,181 @@ std::string layout_name(const Config& c) {
   return buf;
 }
 
-// Sums (or maxes) v over every rank of the job.
-void reduce_job(const Groups& g, double* v, int n, ReduceOp op) {
-  if (g.dp != nullptr)
-    g.dp->all_reduce(v, n, op);
-  if (g.pp != nullptr)
-    g.pp->all_reduce(v, n, op);
-  if (g.tp != nullptr)
-    g.tp->all_reduce(v, n, op);
+// |b - a| / |a|; NaN when either is NaN, so that `!(rel <= tol)` fails.
+double rel_diff(double a, double b) {
+  return std::fabs(b - a) / std::max(std::fabs(a), 1e-30);
+}
+
+bool finite(double x) {
+  return std::isfinite(x);
+}
+
+bool all_finite(const Tensor& t) {
+  const float* x = t.data();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (!std::isfinite(x[i]))
+      return false;
+  }
+  return true;
+}
+
+// Per serial tensor, the sums one comparison contributes on one rank,
+// reduced over the job (kSums doubles per tensor, then one for the count
+// of parameters the serial model does not have).
+enum Sum {
+  kDiff2,          // sum of (layout - serial)^2 over held elements
+  kNorm2,          // sum of serial^2 over the same elements
+  kCount,          // elements counted once across the job (owner replicas)
+  kBadSerial,      // non-finite serial elements
+  kBadLayout,      // non-finite layout elements
+  kShapeMismatch,  // global or local shape differs from the serial one
+  kSums
+};
+
+// Does this rank count its block of `p` towards the job-wide element
+// count? Shards are counted once each: a replica counts only where its
+// index along every axis that replicates p is 0 (pipeline ranks hold
+// disjoint parameters, so pp never replicates).
+bool counts_elements(const Parameter& p, const Groups& g) {
+  if (g.dp != nullptr && g.dp->rank() != 0)
+    return false;
+  if (g.tp != nullptr && g.tp->rank() != 0) {
+    for (const Placement& pl : p.layout.placements) {
+      if (pl.axis == "tp" && pl.kind == Placement::Kind::kShard)
+        return true;
+    }
+    return false;
+  }
+  return true;
+}
+
+// Compares the layout's parameters (values, or gradients) with the serial
+// tensors of the same names.
+class Comparison {
+ public:
+  Comparison(const std::vector<Parameter*>& serial, const Groups& groups)
+      : groups_(groups) {
+    for (size_t i = 0; i < serial.size(); ++i) {
+      index_[serial[i]->name] = static_cast<int>(i);
+      names_.push_back(serial[i]->name);
+      shapes_.push_back(serial[i]->layout.global_shape);
+    }
+  }
+
+  int size() const {
+    return static_cast<int>(names_.size());
+  }
+  const std::string& name(int i) const {
+    return names_[i];
+  }
+  int64_t numel(int i) const {
+    int64_t n = 1;
+    for (int64_t d : shapes_[i])
+      n *= d;
+    return n;
+  }
+
+  // This rank's sums; `serial[i]` is the serial tensor of parameter i,
+  // `grads` selects the layout parameters' gradients instead of values.
+  std::vector<double> local(
+      const std::vector<Tensor>& serial,
+      const std::vector<Parameter*>& held,
+      bool grads) const {
+    std::vector<double> s(size_t(size()) * kSums + 1, 0.0);
+    for (const Tensor& t : serial) {
+      const size_t i = &t - serial.data();
+      if (!all_finite(t))
+        s[i * kSums + kBadSerial] = 1;
+    }
+    for (Parameter* p : held) {
+      auto it = index_.find(p->name);
+      if (it == index_.end()) {
+        std::cerr << "verify: the layout has parameter '" << p->name
+                  << "' that the serial model does not have\n";
+        s.back() += 1;
+        continue;
+      }
+      const size_t i = static_cast<size_t>(it->second);
+      double* v = &s[i * kSums];
+      const Tensor& mine = grads ? p->grad : p->value;
+      if (p->layout.global_shape != shapes_[i] ||
+          mine.shape() != p->layout.local_shape()) {
+        v[kShapeMismatch] = 1;
+        continue;
+      }
+      if (!all_finite(mine))
+        v[kBadLayout] = 1;
+      const Tensor ref = p->layout.take_local(serial[i]);
+      const float* x = ref.data();
+      const float* y = mine.data();
+      for (int64_t j = 0; j < ref.numel(); ++j) {
+        const double d = double(y[j]) - x[j];
+        v[kDiff2] += d * d;
+        v[kNorm2] += double(x[j]) * x[j];
+      }
+      if (counts_elements(*p, groups_))
+        v[kCount] += double(ref.numel());
+    }
+    return s;
+  }
+
+  // Sums over every rank of the job.
+  void reduce(std::vector<double>& s) const {
+    if (groups_.world != nullptr)
+      groups_.world->all_reduce(s.data(), static_cast<int64_t>(s.size()));
+  }
+
+ private:
+  const Groups& groups_;
+  std::map<std::string, int> index_;
+  std::vector<std::string> names_;
+  std::vector<Shape> shapes_;
+};
+
+// ||layout - serial|| / ||serial|| of tensor i from reduced sums (0 when
+// both are zero; NaN propagates).
+double tensor_rel(const std::vector<double>& s, int i) {
+  const double d = s[size_t(i) * kSums + kDiff2];
+  const double n = s[size_t(i) * kSums + kNorm2];
+  if (d == 0)
+    return 0;
+  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
+}
+
+std::vector<Tensor> values_of(Model& m) {
+  std::vector<Tensor> out;
+  for (Parameter* p : m.parameters())
+    out.push_back(p->value);
+  return out;
+}
+
+std::vector<Tensor> grads_of(Model& m) {
+  std::vector<Tensor> out;
+  for (Parameter* p : m.parameters())
+    out.push_back(p->grad.clone(MemTag::kGrads));
+  return out;
+}
+
+// The floor run: the serial layout summing in another order. One sample
+// per micro-batch changes the summation of every parameter gradient (and
+// nothing else the serial run computes), and more than any layout does.
+Config floor_config(const Config& serial) {
+  Config c = serial;
+  c.parallel.grad_accum = static_cast<int>(c.train.batch_size);
+  return c;
+}
+
+// Which side of the comparison holds a non-finite value.
+std::string sides(bool serial_bad, bool layout_bad) {
+  return serial_bad && layout_bad ? "serial and layout"
+         : serial_bad             ? "serial"
+                                  : "layout";
+}
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
 }
 
 }  // namespace
@@ -61,92 +231,343 @@ VerifyReport run_verify(
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
-  Config serial = config;
+  Config layout = config;
+  layout.train.eval_samples = kVerifyEvalSamples;
+  Config serial = layout;
   serial.parallel = ParallelConfig();
+  const Config floor_cfg = floor_config(serial);
   const int64_t steps = std::min(config.verify.steps, config.train.steps);
+  const bool floor_rank = groups.world == nullptr || groups.world->rank() == 0;
 
   DataSource data(config);
   Engine ref(serial, data, Groups());
-  Engine par(config, data, groups);
+  std::unique_ptr<Engine> floor;
+  if (floor_rank)
+    floor = std::make_unique<Engine>(floor_cfg, data, Groups());
+  Engine par(layout, data, groups);
 
-  out << "verify: " << config.model.dim << "-dim "
-      << to_string(config.model.kind) << ", layout " << layout_name(config)
-      << " vs serial, " << steps << " steps, global batch "
-      << config.train.batch_size << "\n";
+  out << "verify: " << to_string(config.model.kind) << " ("
+      << ref.model().num_parameters() << " parameters), layout "
+      << layout_name(config) << " vs serial, " << steps
+      << " steps, global batch " << config.train.batch_size
+      << "; noise floor: serial with grad_accum="
+      << floor_cfg.parallel.grad_accum << "\n";
   VerifyReport rep;
+  // Each failure once; the per-step ones in full at their first step,
+  // then counted.
+  std::map<std::string, int> repeats;
+  auto fail = [&rep](const std::string& what) { rep.failures.push_back(what); };
+  auto fail_step = [&](const std::string& kind, const std::string& what) {
+    if (repeats[kind]++ == 0)
+      fail(what);
+  };
+  const Comparison cmp(ref.model().parameters(), groups);
+  const int n = cmp.size();
+  const size_t m = size_t(n) * kSums + 1;
+  std::vector<Tensor> grads_ref;
+  std::vector<double> grad_sums, value_sums, floor_grad_sums;
+  int64_t compared_elements = 0;
+  bool stopped = false;
+
+  ref.on_grads_ready = [&] { grads_ref = grads_of(ref.model()); };
+  par.on_grads_ready = [&] {
+    grad_sums = cmp.local(grads_ref, par.model().parameters(), true);
+  };
+  if (floor) {
+    floor->on_grads_ready = [&] {
+      floor_grad_sums = cmp.local(grads_ref, floor->model().parameters(), true);
+    };
+  }
   for (int64_t s = 0; s < steps; ++s) {
-    double a = ref.step(s).loss;
-    double b = par.step(s).loss;
-    double rel = std::fabs(b - a) / std::max(std::fabs(a), 1e-30);
-    rep.loss_serial.push_back(a);
-    rep.loss_layout.push_back(b);
-    rep.max_loss_rel = std::max(rep.max_loss_rel, rel);
-    char line[160];
+    const StepResult a = ref.step(s);
+    // The floor run's differences from the serial one at this step: per
+    // gradient tensor, then loss and gradient norm (floor rank only; the
+    // others add zeros below).
+    std::vector<double> floor_step(size_t(n) + 2, 0.0);
+    if (floor) {
+      const StepResult f = floor->step(s);
+      for (int i = 0; i < n; ++i)
+        floor_step[i] = tensor_rel(floor_grad_sums, i);
+      floor_step[n] = rel_diff(a.loss, f.loss);
+      floor_step[n + 1] = rel_diff(a.grad_norm, f.grad_norm);
+    }
+    grad_sums.clear();
+    const StepResult b = par.step(s);
+    NDT_ASSERT(
+        grad_sums.size() == m,
+        "the layout's gradients were not seen before the optimizer step");
+    value_sums =
+        cmp.local(values_of(ref.model()), par.model().parameters(), false);
+    // One reduction per step: gradient sums, value sums, the floor, and
+    // whether each side's loss and gradient norm are finite.
+    std::vector<double> all = grad_sums;
+    all.insert(all.end(), value_sums.begin(), value_sums.end());
+    all.insert(all.end(), floor_step.begin(), floor_step.end());
+    all.push_back(finite(a.loss) ? 0 : 1);
+    all.push_back(finite(b.loss) ? 0 : 1);
+    all.push_back(finite(a.grad_norm) ? 0 : 1);
+    all.push_back(finite(b.grad_norm) ? 0 : 1);
+    cmp.reduce(all);
+    grad_sums.assign(all.begin(), all.begin() + m);
+    value_sums.assign(all.begin() + m, all.begin() + 2 * m);
+    const double* fl = &all[2 * m];
+    const double* flags = &all[2 * m + n + 2];
+
+    const double loss_rel = rel_diff(a.loss, b.loss);
+    const double gn_rel = rel_diff(a.grad_norm, b.grad_norm);
+    // Gradient tolerance: at step 0 both sides hold the same parameters,
+    // so only reduction order differs; later the parameters carry the
+    // optimizer's amplified noise, which the floor run measures.
+    auto grad_tol = [&](int i) {
+      return s == 0 ? kVerifyRtol : kVerifyRtol + kVerifyFloorFactor * fl[i];
+    };
+    double worst_ratio = 0;
+    int worst = -1;
+    for (int i = 0; i < n; ++i) {
+      const double x = tensor_rel(grad_sums, i);
+      if (!(x / grad_tol(i) <= worst_ratio)) {
+        worst_ratio = x / grad_tol(i);
+        worst = i;
+      }
+    }
+    const double worst_rel = worst >= 0 ? tensor_rel(grad_sums, worst) : 0;
+    rep.loss_serial.push_back(a.loss);
+    rep.loss_layout.push_back(b.loss);
+    char line[400];
     std::snprintf(
         line,
         sizeof line,
-        "verify: step %lld loss serial %.8f layout %.8f rel diff "
-        "%.2e\n",
+        "verify: step %lld loss serial %.8f layout %.8f rel diff %.2e | "
+        "grad norm serial %.6e layout %.6e rel diff %.2e | gradients: "
+        "closest to tolerance %s rel diff %.2e (tolerance %.2e)\n",
         static_cast<long long>(s),
-        a,
-        b,
-        rel);
+        a.loss,
+        b.loss,
+        loss_rel,
+        a.grad_norm,
+        b.grad_norm,
+        gn_rel,
+        worst >= 0 ? cmp.name(worst).c_str() : "-",
+        worst_rel,
+        worst >= 0 ? grad_tol(worst) : kVerifyRtol);
     out << line;
-  }
-  // Each rank compares the parameters it holds with the same block of the
-  // serial tensor; data-parallel replicas hold whole copies, pipeline ranks
-  // their chunks' parameters, tensor-parallel ranks their shards.
-  auto pa = ref.model().parameters();
-  std::map<std::string, Parameter*> held;
-  for (Parameter* p : par.model().parameters())
-    held[p->name] = p;
-  int worst = -1;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    auto it = held.find(pa[i]->name);
-    if (it == held.end())
-      continue;
-    const Tensor serial = it->second->layout.take_local(pa[i]->value);
-    const float* x = serial.data();
-    const float* y = it->second->value.data();
-    double diff = 0, norm = 0;
-    for (int64_t j = 0; j < serial.numel(); ++j) {
-      double d = double(x[j]) - y[j];
-      diff += d * d;
-      norm += double(x[j]) * x[j];
+
+    // Non-finite values: name the first, stop comparing.
+    const std::string at = " at step " + std::to_string(s);
+    auto first_bad = [&](const std::vector<double>& v, const char* what) {
+      for (int i = 0; i < n; ++i) {
+        const double sb = v[size_t(i) * kSums + kBadSerial];
+        const double lb = v[size_t(i) * kSums + kBadLayout];
+        if (sb > 0 || lb > 0) {
+          fail(
+              "non-finite " + std::string(what) + " of " + cmp.name(i) + at +
+              " (" + sides(sb > 0, lb > 0) + ")");
+          return true;
+        }
+      }
+      return false;
+    };
+    if (flags[0] > 0 || flags[1] > 0) {
+      fail(
+          "non-finite loss" + at + " (" + sides(flags[0] > 0, flags[1] > 0) +
+          ")");
+      stopped = true;
+    } else if (flags[2] > 0 || flags[3] > 0) {
+      fail(
+          "non-finite gradient norm" + at + " (" +
+          sides(flags[2] > 0, flags[3] > 0) + ")");
+      stopped = true;
+    } else {
+      stopped = first_bad(grad_sums, "gradient") ||
+                first_bad(value_sums, "parameter value after the update");
     }
-    double rel = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-    if (rel >= rep.max_param_rel) {
-      rep.max_param_rel = rel;
-      worst = static_cast<int>(i);
+    if (stopped)
+      break;
+
+    // Completeness, once: every element of every serial tensor covered
+    // once, shapes equal, no parameter the serial model lacks.
+    if (s == 0) {
+      for (int i = 0; i < n; ++i) {
+        const double* v = &grad_sums[size_t(i) * kSums];
+        compared_elements += static_cast<int64_t>(v[kCount]);
+        if (v[kShapeMismatch] > 0) {
+          fail("parameter " + cmp.name(i) + ": shape differs from serial");
+        } else if (v[kCount] == 0) {
+          fail("parameter " + cmp.name(i) + " is held by no rank");
+        } else if (v[kCount] != double(cmp.numel(i))) {
+          fail(
+              "parameter " + cmp.name(i) + ": the layout covers " +
+              std::to_string(int64_t(v[kCount])) + " elements, serial has " +
+              std::to_string(cmp.numel(i)));
+        }
+      }
+      if (grad_sums.back() > 0) {
+        fail(
+            std::to_string(int64_t(grad_sums.back())) +
+            " parameter(s) of the layout are not in the serial model (named "
+            "on stderr)");
+      }
+    }
+
+    // The floor run must itself be the serial run up to summation order.
+    double floor_worst = std::max(fl[n], fl[n + 1]);
+    for (int i = 0; s == 0 && i < n; ++i)
+      floor_worst = std::max(floor_worst, fl[i]);
+    if (!(floor_worst <= kVerifyRtol)) {
+      fail_step(
+          "floor",
+          "the floor run (serial, grad_accum=" +
+              std::to_string(floor_cfg.parallel.grad_accum) +
+              ") differs from the serial run" + at + " by " +
+              fmt("%.2e", floor_worst) +
+              " in loss, gradient norm or (step 0) a gradient");
+    }
+
+    rep.max_loss_rel = std::max(rep.max_loss_rel, loss_rel);
+    if (!(loss_rel <= kVerifyRtol)) {
+      rep.max_loss_rel = loss_rel;
+      fail_step(
+          "loss",
+          "loss differs" + at + " (rel diff " + fmt("%.2e", loss_rel) +
+              ", tolerance " + fmt("%.0e", kVerifyRtol) + ")");
+    }
+    rep.max_grad_norm_rel = std::max(rep.max_grad_norm_rel, gn_rel);
+    if (!(gn_rel <= kVerifyRtol)) {
+      rep.max_grad_norm_rel = gn_rel;
+      fail_step(
+          "gradient norm",
+          "gradient norm differs" + at + " (rel diff " + fmt("%.2e", gn_rel) +
+              ", tolerance " + fmt("%.0e", kVerifyRtol) + ")");
+    }
+    if (worst >= 0 && !(worst_rel <= rep.max_grad_rel)) {
+      rep.max_grad_rel = worst_rel;
+      rep.worst_grad = cmp.name(worst) + at;
+    }
+    if (!(worst_ratio <= 1)) {
+      fail_step(
+          "gradient",
+          "gradient of " + cmp.name(worst) + " differs" + at + " (rel diff " +
+              fmt("%.2e", worst_rel) + ", tolerance " +
+              fmt("%.2e", grad_tol(worst)) + ")");
     }
   }
-  // The job's worst tensor: the largest difference, then (ties) the largest
-  // index among the ranks that saw it.
-  double v[1] = {rep.max_param_rel};
-  reduce_job(groups, v, 1, ReduceOp::kMax);
-  double w[1] = {rep.max_param_rel == v[0] ? double(worst) : -1.0};
-  rep.max_param_rel = v[0];
-  reduce_job(groups, w, 1, ReduceOp::kMax);
-  if (w[0] >= 0)
-    rep.worst_param = pa[static_cast<size_t>(w[0])]->name;
-  // Every rank must agree.
-  rep.pass = rep.max_loss_rel <= kVerifyLossRtol &&
-             rep.max_param_rel <= kVerifyParamRtol;
-  double f[1] = {rep.pass ? 0.0 : 1.0};
-  reduce_job(groups, f, 1, ReduceOp::kMax);
-  rep.pass = f[0] == 0.0;
-  char line[200];
+
+  if (!stopped) {
+    // Final parameters against the floor run's.
+    std::vector<double> fl(n, 0.0);
+    if (floor) {
+      std::vector<double> fs =
+          cmp.local(values_of(ref.model()), floor->model().parameters(), false);
+      for (int i = 0; i < n; ++i)
+        fl[i] = tensor_rel(fs, i);
+    }
+    if (groups.world != nullptr)  // from the floor rank to all
+      groups.world->all_reduce(fl.data(), n);
+    double worst_ratio = 0;
+    int worst = -1;
+    for (int i = 0; i < n; ++i) {
+      const double x = tensor_rel(value_sums, i);
+      const double tol = kVerifyFloorFactor * fl[i] + kVerifyParamAtol;
+      if (!(x / tol <= worst_ratio)) {
+        worst_ratio = x / tol;
+        worst = i;
+      }
+      rep.max_param_rel = std::max(rep.max_param_rel, x);
+    }
+    if (worst >= 0) {
+      const double x = tensor_rel(value_sums, worst);
+      const double tol = kVerifyFloorFactor * fl[worst] + kVerifyParamAtol;
+      rep.worst_param = cmp.name(worst);
+      char line[300];
+      std::snprintf(
+          line,
+          sizeof line,
+          "verify: parameters after %lld steps: closest to tolerance %s rel "
+          "diff %.2e, floor %.2e (tolerance %.0f x floor + %.0e = %.2e)\n",
+          static_cast<long long>(steps),
+          cmp.name(worst).c_str(),
+          x,
+          fl[worst],
+          kVerifyFloorFactor,
+          kVerifyParamAtol,
+          tol);
+      out << line;
+      if (!(worst_ratio <= 1)) {
+        fail(
+            "parameter " + cmp.name(worst) + " differs after " +
+            std::to_string(steps) + " steps (rel diff " + fmt("%.2e", x) +
+            ", tolerance " + fmt("%.2e", tol) + ")");
+      }
+    }
+
+    // Evaluation on a fixed subset.
+    const EvalResult ea = ref.evaluate(steps);
+    const EvalResult eb = par.evaluate(steps);
+    rep.eval_loss_rel = rel_diff(ea.loss, eb.loss);
+    char line[300];
+    std::snprintf(
+        line,
+        sizeof line,
+        "verify: evaluation (%lld samples) loss serial %.8f layout %.8f rel "
+        "diff %.2e, accuracy serial %.4f%% layout %.4f%%\n",
+        static_cast<long long>(ea.samples),
+        ea.loss,
+        eb.loss,
+        rep.eval_loss_rel,
+        100 * ea.accuracy,
+        100 * eb.accuracy);
+    out << line;
+    if (!finite(ea.loss) || !finite(eb.loss)) {
+      fail(
+          "non-finite evaluation loss (" +
+          sides(!finite(ea.loss), !finite(eb.loss)) + ")");
+    } else if (!(rep.eval_loss_rel <= kVerifyRtol)) {
+      fail(
+          "evaluation loss differs (rel diff " +
+          fmt("%.2e", rep.eval_loss_rel) + ", tolerance " +
+          fmt("%.0e", kVerifyRtol) + ")");
+    }
+    if (!(ea.accuracy == eb.accuracy))
+      fail("evaluation accuracy differs");
+  }
+
+  char line[400];
   std::snprintf(
       line,
       sizeof line,
-      "verify: max loss rel diff %.2e (tolerance %.0e), max param "
-      "rel diff %.2e in %s (tolerance %.0e)\n",
+      "verify: max rel diff: loss %.2e, grad norm %.2e (tolerance %.0e "
+      "each), gradients %.2e (%s), parameters %.2e; %lld of %lld parameter "
+      "elements compared\n",
       rep.max_loss_rel,
-      kVerifyLossRtol,
+      rep.max_grad_norm_rel,
+      kVerifyRtol,
+      rep.max_grad_rel,
+      rep.worst_grad.empty() ? "-" : rep.worst_grad.c_str(),
       rep.max_param_rel,
-      rep.worst_param.c_str(),
-      kVerifyParamRtol);
-  out << line << (rep.pass ? "verify: PASS" : "verify: FAIL") << "\n";
+      static_cast<long long>(compared_elements),
+      static_cast<long long>(ref.model().num_parameters()));
+  out << line;
+  for (const auto& [kind, count] : repeats) {
+    if (count > 1) {
+      rep.failures.push_back(
+          kind + " also differs at " + std::to_string(count - 1) +
+          " later step(s)");
+    }
+  }
+  // Every rank must agree.
+  double f[1] = {rep.failures.empty() ? 0.0 : 1.0};
+  if (groups.world != nullptr)
+    groups.world->all_reduce(f, 1, ReduceOp::kMax);
+  rep.pass = f[0] == 0.0;
+  if (rep.pass) {
+    out << "verify: PASS\n";
+  } else {
+    for (const std::string& w : rep.failures)
+      out << "verify: " << w << "\n";
+    if (rep.failures.empty())
+      out << "verify: another rank found a difference\n";
+    out << "verify: FAIL\n";
+  }
   return rep;
 }
 

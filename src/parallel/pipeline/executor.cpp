@@ -5,6 +5,7 @@
 #include "base/activity.h"
 #include "base/check.h"
 #include "base/error.h"
+#include "base/fault.h"
 
 namespace ndt {
 namespace {
@@ -217,8 +218,12 @@ void PipelineExecutor::execute(const Instr& in, int index) {
       const ModuleRange& r = chunks_[in.chunk];
       if (ddp_)
         ddp_->set_sync(in.mb == last_backward_mb_[in.chunk]);
-      s.grad_in = model_.backward_range(
-          r.first, r.last, s.grad_out, s.ctx, b.loss_scale);
+      float scale = b.loss_scale;
+      if (NDT_FAULT(kPpDropMicrobatch) && in.mb == 0 &&
+          virtual_stage(in.chunk) == virtual_stages_ - 1)
+        scale = 0;
+      s.grad_in =
+          model_.backward_range(r.first, r.last, s.grad_out, s.ctx, scale);
       s.grad_out = Tensor();
       s.ctx.clear();  // this pair's activations are no longer needed
       return;

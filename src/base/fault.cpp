@@ -1,0 +1,61 @@
+#include "base/fault.h"
+
+#ifdef NDT_FAULTS
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "base/check.h"
+
+namespace ndt {
+namespace {
+
+struct FaultName {
+  Fault fault;
+  const char* name;
+};
+
+constexpr FaultName kFaultNames[] = {
+    {Fault::kDpGradScale, "dp_grad_scale"},
+    {Fault::kDpMeanNotSum, "dp_mean_not_sum"},
+    {Fault::kAccumScale, "accum_scale"},
+    {Fault::kTpSkipAllreduce, "tp_skip_allreduce"},
+    {Fault::kTpSeqNormGrad, "tp_seq_norm_grad"},
+    {Fault::kPpDropMicrobatch, "pp_drop_microbatch"},
+    {Fault::kBucketSkip, "bucket_skip"},
+};
+
+Fault parse_fault() {
+  const char* env = std::getenv("NDT_FAULT");
+  if (env == nullptr || *env == '\0')
+    return Fault::kNone;
+  std::string names;
+  for (const FaultName& f : kFaultNames) {
+    if (std::string(env) == f.name) {
+      std::fprintf(stderr, "fault injection: %s\n", f.name);
+      return f.fault;
+    }
+    names += names.empty() ? "" : ", ";
+    names += f.name;
+  }
+  NDT_CHECK(
+      false,
+      ConfigError,
+      "NDT_FAULT='",
+      env,
+      "' is not a known fault; allowed: ",
+      names);
+  return Fault::kNone;
+}
+
+}  // namespace
+
+Fault injected_fault() {
+  static const Fault fault = parse_fault();
+  return fault;
+}
+
+}  // namespace ndt
+
+#endif  // NDT_FAULTS

@@ -1,0 +1,44 @@
+// Deliberate bugs for testing the equivalence oracle (`ndtrain verify`).
+//
+// A build with the CMake option NDT_FAULTS (the binary ndtrain_faults)
+// defines NDT_FAULTS; there the environment variable NDT_FAULT=<name>
+// switches on one known bug at the place that names it, so that ctest can
+// show verify failing on each. In every other build NDT_FAULT(kX) is the
+// constant false and the faulty branches are compiled out: the product
+// binary holds none of them.
+//
+//   name                 what goes wrong
+//   dp_grad_scale        data-parallel rank/replica 1 scales its gradient by
+//                        1.5 before the reduction
+//   dp_mean_not_sum      data-parallel replicas average the gradient sum
+//   accum_scale          micro-batch gradients divided by the micro-batch
+//                        count a second time
+//   tp_skip_allreduce    the backward all-reduce of CopyToTp is skipped
+//   tp_seq_norm_grad     sequence-split LayerNorm gradients not summed over tp
+//   pp_drop_microbatch   the last stage drops micro-batch 0's loss gradient
+//   bucket_skip          DDP bucket 0 is never reduced
+#pragma once
+
+namespace ndt {
+
+enum class Fault {
+  kNone,
+  kDpGradScale,
+  kDpMeanNotSum,
+  kAccumScale,
+  kTpSkipAllreduce,
+  kTpSeqNormGrad,
+  kPpDropMicrobatch,
+  kBucketSkip,
+};
+
+#ifdef NDT_FAULTS
+// The fault named by NDT_FAULT (kNone when unset); an unknown name throws
+// ConfigError listing the names. Read once.
+Fault injected_fault();
+#define NDT_FAULT(f) (::ndt::injected_fault() == ::ndt::Fault::f)
+#else
+#define NDT_FAULT(f) false
+#endif
+
+}  // namespace ndt

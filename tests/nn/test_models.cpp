@@ -1,7 +1,9 @@
 // Gradient tests for the loss heads and the three models end to end:
 // d(scale * summed loss)/dparam from forward_backward against central
 // differences of forward_eval, for every parameter tensor.
-// Tolerance: |num - ana| <= 1e-3 + 2e-2 |num| (fp32, h = 1e-2).
+// Tolerance: |num - ana| <= 1e-3 + 2e-2 |num| (fp32, h = 1e-2); every
+// tensor's largest gradient element must be >= 10 x that 1e-3, so that a
+// gradient lost entirely could not pass on the absolute term.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,6 +48,11 @@ void check_model(Model& m, const Tensor& input, const Tensor& targets,
   EXPECT_NEAR(loss(), scale * stats.loss_sum, 1e-4 * std::fabs(loss()));
   for (Parameter* p : m.parameters()) {
     Tensor g = p->grad.clone(MemTag::kOther);
+    double largest = 0;
+    for (int64_t i = 0; i < g.numel(); ++i)
+      largest = std::max(largest, std::fabs(double(g.data()[i])));
+    EXPECT_GE(largest, 10 * kAtol) << "gradient of " << p->name
+                                   << " too small for this test's tolerance";
     double worst = test::grad_check(p->value, g, loss, h, kAtol, kRtol, 12);
     EXPECT_LE(worst, 1.0) << "gradient of " << p->name;
   }

@@ -24,6 +24,7 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kTpSeqNormGrad, "tp_seq_norm_grad"},
     {Fault::kPpDropMicrobatch, "pp_drop_microbatch"},
     {Fault::kBucketSkip, "bucket_skip"},
+    {Fault::kParamRenamed, "param_renamed"},
 };
 
 Fault parse_fault() {

@@ -17,6 +17,8 @@
 //   tp_seq_norm_grad     sequence-split LayerNorm gradients not summed over tp
 //   pp_drop_microbatch   the last stage drops micro-batch 0's loss gradient
 //   bucket_skip          DDP bucket 0 is never reduced
+//   param_renamed        a parallel layout renames its last parameter (one
+//                        serial parameter missing, one extra)
 #pragma once
 
 namespace ndt {
@@ -30,6 +32,7 @@ enum class Fault {
   kTpSeqNormGrad,
   kPpDropMicrobatch,
   kBucketSkip,
+  kParamRenamed,
 };
 
 #ifdef NDT_FAULTS

@@ -103,6 +103,8 @@ Engine::Engine(const Config& config, DataSource& data, Groups groups)
     replicas_.push_back(make_model(config.model, *builder_));
     replicas_.back()->init(config.train.seed);
   }
+  if (NDT_FAULT(kParamRenamed) && (dp_ > 1 || p.pp > 1 || p.tp > 1))
+    replicas_[0]->parameters().back()->name += ".renamed";
   for (Parameter* q : replicas_[0]->parameters())
     all_params_.push_back({q->name, q->layout.global_shape, 0});
   if (p.pp > 1)

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <set>
 
 #include "base/check.h"
 #include "comm/process_group.h"
@@ -136,9 +137,12 @@ class Comparison {
     for (Parameter* p : held) {
       auto it = index_.find(p->name);
       if (it == index_.end()) {
-        std::cerr << "verify: the layout has parameter '" << p->name
-                  << "' that the serial model does not have\n";
-        s.back() += 1;
+        if (reported_.insert(p->name).second) {
+          std::cerr << "verify: the layout has parameter '" << p->name
+                    << "' that the serial model does not have\n";
+        }
+        if (counts_elements(*p, groups_))
+          s.back() += 1;
         continue;
       }
       const size_t i = static_cast<size_t>(it->second);
@@ -176,6 +180,7 @@ class Comparison {
   std::map<std::string, int> index_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
+  mutable std::set<std::string> reported_;  // extra parameters named
 };
 
 // ||layout - serial|| / ||serial|| of tensor i from reduced sums (0 when

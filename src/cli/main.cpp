@@ -27,11 +27,13 @@
 #include "base/check.h"
 #include "comm/mesh.h"
 #include "comm/mpi_process_group.h"
+#include "comm/self_process_group.h"
 #include "io/config.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/verify.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
@@ -122,14 +124,14 @@ Args parse_args(int argc, char** argv, int first) {
 int g_world_rank = -1;  // for error messages; -1 before MPI starts
 int g_world_size = 1;
 
-// The MPI job's layout: a mesh over the world with the axes of
-// parallel.order (default dp, pp, tp: the ranks of a tensor-parallel group
-// are consecutive), or no groups for one process.
+// The job's layout: a mesh over the world with the axes of mesh_axes()
+// (parallel.order, the tensor-parallel entry expanded into its mode's
+// axes; the last axis has consecutive ranks). One process: a world group
+// of one rank.
 struct Job {
   std::unique_ptr<MpiRuntime> mpi;
   std::unique_ptr<ProcessGroup> world;
   std::unique_ptr<Mesh> mesh;
-  Groups groups;
 };
 
 // Rank of this process in an MPI launch (mpirun/mpiexec, or a PMI-based
@@ -156,75 +158,47 @@ std::optional<Job> g_job;
 
 Job& start_job(const Config& config, int* argc, char*** argv) {
   Job& job = g_job.emplace();
-  const ParallelConfig& p = config.parallel;
-  const int mpi_dp = p.dp_mode == DpMode::kMpi ? p.dp : 1;
-  const int want = mpi_dp * p.pp * p.tp;
-  if (!launched_by_mpi()) {
-    NDT_CHECK(
-        want == 1,
-        ConfigError,
-        "parallel.dp=",
-        p.dp,
-        " parallel.pp=",
-        p.pp,
-        " parallel.tp=",
-        p.tp,
-        " needs ",
-        want,
-        " MPI ranks: mpirun -np ",
-        want,
-        " ndtrain ...");
-    return job;
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+  std::string layout;
+  int want = 1;
+  for (const MeshAxis& a : mesh_axes(config)) {
+    names.push_back(a.name);
+    sizes.push_back(a.size);
+    want *= a.size;
+    layout += (layout.empty() ? "" : " x ") + a.name + " " +
+              std::to_string(a.size);
   }
-  job.mpi = std::make_unique<MpiRuntime>(argc, argv);
-  g_world_rank = job.mpi->world_rank();
-  g_world_size = job.mpi->world_size();
-  if (g_world_size > 1)
-    install_termination_report(g_world_rank);
-  const int n = g_world_size;
-  if (n == 1 && want == 1)
-    return job;
+  int n = 1;
+  if (launched_by_mpi()) {
+    job.mpi = std::make_unique<MpiRuntime>(argc, argv);
+    g_world_rank = job.mpi->world_rank();
+    g_world_size = job.mpi->world_size();
+    if (g_world_size > 1)
+      install_termination_report(g_world_rank);
+    n = g_world_size;
+  }
   NDT_CHECK(
       n == want,
       ConfigError,
-      "the job has ",
-      n,
-      " MPI ranks but parallel.dp (",
-      mpi_dp,
-      ", dp_mode ",
-      to_string(p.dp_mode),
-      ") x parallel.pp (",
-      p.pp,
-      ") x parallel.tp (",
-      p.tp,
-      ") = ",
+      "the layout (",
+      layout,
+      ", parallel.dp_mode ",
+      to_string(config.parallel.dp_mode),
+      ") needs ",
       want,
+      " MPI ranks, the job has ",
+      n,
       "; run mpirun -np ",
       want,
-      " or change the layout");
-  job.world = job.mpi->world();
-  job.world->set_timeout_s(config.comm.timeout_s);
-  // Mesh axes in parallel.order (validated: a permutation of dp, pp, tp),
-  // the last one fastest.
-  std::vector<std::string> names;
-  std::vector<int> sizes;
-  std::string order = p.order + ",";
-  for (size_t at = 0, comma; (comma = order.find(',', at)) != std::string::npos;
-       at = comma + 1) {
-    names.push_back(order.substr(at, comma - at));
-    sizes.push_back(
-        names.back() == "dp"   ? mpi_dp
-        : names.back() == "pp" ? p.pp
-                               : p.tp);
+      " ndtrain ... or change the layout");
+  if (n > 1) {
+    job.world = job.mpi->world();
+  } else {
+    job.world = make_self_group("world");
   }
+  job.world->set_timeout_s(config.comm.timeout_s);
   job.mesh = std::make_unique<Mesh>(*job.world, sizes, names);
-  job.groups.world = job.world.get();
-  if (mpi_dp > 1)
-    job.groups.dp = &job.mesh->group("dp");
-  if (p.pp > 1)
-    job.groups.pp = &job.mesh->group("pp");
-  if (p.tp > 1)
-    job.groups.tp = &job.mesh->group("tp");
   return job;
 }
 
@@ -233,9 +207,7 @@ int cmd_train(const Args& a, int* argc, char*** argv) {
       !a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n", kUsage);
   Config config = load_config(a.config, a.overrides);
   Job& job = start_job(config, argc, argv);
-  TrainOptions options;
-  options.groups = job.groups;
-  run_training(config, options);
+  run_training(config, TrainOptions(), *job.mesh);
   return 0;
 }
 
@@ -246,7 +218,7 @@ int cmd_verify(const Args& a, int* argc, char*** argv) {
   Job& job = start_job(config, argc, argv);
   std::ostringstream quiet;
   std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
-  VerifyReport rep = run_verify(config, job.groups, out);
+  VerifyReport rep = run_verify(config, *job.mesh, out);
   return rep.pass ? 0 : 1;
 }
 
@@ -263,13 +235,15 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
   DataSource data(config);
-  Engine engine(config, data, job.groups);
+  Engine engine(config, data, *job.mesh);
   std::vector<double> ms;
   double exposed0 = 0, comm0 = 0;
   // Pipeline: compute time and makespan summed over the timed steps.
   double pipe_busy = 0, pipe_span = 0;
-  ProcessGroup* pp = job.groups.pp;
-  align_trace_origin(engine.tracer(), job.groups);
+  ProcessGroup& pp = job.mesh->group("pp");
+  ProcessGroup& world = job.mesh->world();
+  const bool pipeline = config.parallel.pp > 1;
+  align_trace_origin(engine.tracer(), *job.mesh);
   for (int i = 0; i < a.warmup + a.iters; ++i) {
     if (i == a.warmup) {
       if (engine.ddp()) {
@@ -278,8 +252,7 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
       }
       memory_reset_peaks();
     }
-    if (job.groups.world)
-      job.groups.world->barrier();
+    world.barrier();
     auto t0 = std::chrono::steady_clock::now();
     engine.step(i);
     double dt = std::chrono::duration<double, std::milli>(
@@ -287,26 +260,25 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
                     .count();
     if (i >= a.warmup) {
       ms.push_back(dt);
-      if (engine.pipeline()) {
+      if (pipeline) {
         // The step's makespan runs from the earliest entry to the latest
         // end of compute over the pipeline's ranks.
-        const PipelineTiming& t = engine.pipeline()->timing();
+        const PipelineTiming& t = engine.executor().timing();
         double span[2] = {-t.start, t.end};
         double busy = t.busy;
-        pp->all_reduce(span, 2, ReduceOp::kMax);
-        pp->all_reduce(&busy, 1);
+        pp.all_reduce(span, 2, ReduceOp::kMax);
+        pp.all_reduce(&busy, 1);
         pipe_busy += busy;
         pipe_span += span[0] + span[1];
       }
     }
   }
   // Peak activation bytes of each rank, gathered by sum into slots.
-  const int world_size = job.groups.world ? job.groups.world->size() : 1;
+  const int world_size = world.size();
   std::vector<double> act_peak(world_size, 0.0);
   act_peak[std::max(g_world_rank, 0)] = static_cast<double>(
       memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)]);
-  if (job.groups.world)
-    job.groups.world->all_reduce(act_peak.data(), world_size);
+  world.all_reduce(act_peak.data(), world_size);
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   if (ms.size() % 2 == 0)
@@ -336,7 +308,7 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
         1e3 * exposed,
         comm > 0 ? 1.0 - exposed / comm : 0.0);
   }
-  if (engine.pipeline()) {
+  if (pipeline) {
     const ParallelConfig& p = config.parallel;
     std::printf(
         " pp=%d schedule=%s microbatches=%d chunks=%d recompute=%s "

@@ -9,8 +9,7 @@ namespace {
 
 class SelfProcessGroup final : public ProcessGroup {
  public:
-  explicit SelfProcessGroup(std::string name)
-      : ProcessGroup(std::move(name)) {}
+  explicit SelfProcessGroup(std::string name) : ProcessGroup(std::move(name)) {}
 
   int rank() const override {
     return 0;
@@ -109,5 +108,10 @@ class SelfProcessGroup final : public ProcessGroup {
 std::unique_ptr<ProcessGroup> make_self_group(std::string name) {
   return std::make_unique<SelfProcessGroup>(std::move(name));
 }
+
+SingleRankMesh::SingleRankMesh(const std::vector<std::string>& names)
+    : world_(make_self_group("world")),
+      mesh_(std::make_unique<Mesh>(
+          *world_, std::vector<int>(names.size(), 1), names)) {}
 
 }  // namespace ndt

@@ -7,12 +7,28 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "comm/mesh.h"
 #include "comm/process_group.h"
 
 namespace ndt {
 
 // A new group of one rank named `name`; split() gives more of them.
 std::unique_ptr<ProcessGroup> make_self_group(std::string name);
+
+// The mesh of a single process: every axis in `names` has size 1 and its
+// group is a group of one. Owns its world group.
+class SingleRankMesh {
+ public:
+  explicit SingleRankMesh(const std::vector<std::string>& names);
+  Mesh& mesh() {
+    return *mesh_;
+  }
+
+ private:
+  std::unique_ptr<ProcessGroup> world_;
+  std::unique_ptr<Mesh> mesh_;
+};
 
 }  // namespace ndt

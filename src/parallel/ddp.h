@@ -17,18 +17,19 @@
 #include "comm/work.h"
 #include "nn/model.h"
 #include "parallel/buckets.h"
+#include "parallel/grad_sync.h"
 
 namespace ndt {
 
 constexpr int64_t kDefaultBucketBytes = 4 << 20;
 
-class DistributedDataParallel {
+class DistributedDataParallel final : public GradSync {
  public:
   DistributedDataParallel(
       Model& model,
       ProcessGroup& group,
       int64_t bucket_bytes = kDefaultBucketBytes);
-  ~DistributedDataParallel();
+  ~DistributedDataParallel() override;
 
   // Throws ConfigError when the replicas' parameters differ (compares a
   // checksum of every parameter across ranks).
@@ -38,7 +39,11 @@ class DistributedDataParallel {
     sync_ = sync;
   }
   // Waits for every bucket launched in this backward.
-  void finish();
+  void finish() override;
+  // GradSync: sync only the step's last backward.
+  void begin_backward(bool last) override {
+    set_sync(last);
+  }
 
   const std::vector<Bucket>& buckets() const {
     return buckets_;

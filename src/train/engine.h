@@ -4,20 +4,23 @@
 // for a whole run; `ndtrain verify` drives a layout and the serial engine
 // side by side.
 //
-// Layouts: serial (no group, dp = 1); distributed data parallel over an
-// MPI group (parallel.dp = group size, one replica per rank, bucketed
-// all-reduce overlapped with backward); single-process data parallel
-// (parallel.dp_mode=threads: parallel.dp replicas on as many threads,
-// gradients reduced to replica 0, one optimizer step, parameters broadcast
-// back). Every layout may accumulate gradients over parallel.grad_accum
-// micro-batches. Pipeline (parallel.pp = P > 1): this rank holds the
-// chunks of its pipeline rank (stage partition by parallel.pp_split or
-// balanced by parameters, pipeline/partition.h) and a PipelineExecutor
-// runs its instruction list of the configured schedule over
-// parallel.microbatches micro-batches; composes with dp over MPI. Tensor
-// parallel (parallel.tp > 1): the model is built by Tp1dBuilder over the tp
-// group, so each rank holds its shards. World = dp x pp x tp. Step s
-// always consumes global samples [s*B, (s+1)*B).
+// The layout lives on a Mesh whose axes are those of mesh_axes(config)
+// (parallel/tensor_parallel_mode.h): dp, pp and the tensor-parallel mode's
+// axes, every one present (size 1 where unused). The tensor-parallel mode
+// builds the model, so each rank holds its shards; with pp > 1 this rank
+// keeps the chunks of its pipeline rank (stage partition by
+// parallel.pp_split or balanced by parameters, pipeline/partition.h).
+//
+// One step interpreter: every step is this rank's instruction list run by
+// a PipelineExecutor: the configured pipeline schedule when pp > 1, else
+// the one-stage schedule over the replica's micro-batches (gradient
+// accumulation; one micro-batch is the plain serial step). Gradients are
+// reduced across replicas by a GradSync: DDP over the mesh's dp group
+// (parallel.dp_mode=mpi), or the threads of one process
+// (parallel.dp_mode=threads: parallel.dp replicas, one executor each,
+// replica 0 steps the optimizer and its parameters are broadcast to the
+// others before the next step). Step s always consumes global samples
+// [s*B, (s+1)*B).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,7 @@
 #include <memory>
 #include <vector>
 
-#include "comm/process_group.h"
+#include "comm/mesh.h"
 #include "io/config.h"
 #include "nn/builder.h"
 #include "nn/model.h"
@@ -36,8 +39,8 @@
 #include "parallel/pipeline/executor.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/tracer.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "train/data_source.h"
-#include "train/groups.h"
 
 namespace ndt {
 
@@ -62,8 +65,10 @@ struct ParamInfo {
 
 class Engine {
  public:
-  // Group sizes must equal parallel.dp and parallel.pp.
-  Engine(const Config& config, DataSource& data, Groups groups);
+  // mesh: the job's mesh, with the axes of mesh_axes(config) and their
+  // sizes (throws ConfigError naming the rank count otherwise). The mesh
+  // and data must outlive the engine.
+  Engine(const Config& config, DataSource& data, Mesh& mesh);
   ~Engine();
 
   StepResult step(int64_t step);
@@ -80,19 +85,23 @@ class Engine {
   Model& model() {
     return *replicas_[0];
   }
-  const Groups& groups() const {
-    return groups_;
+  Mesh& mesh() {
+    return mesh_;
   }
   // Every parameter of the model in serial order, with its holder.
   const std::vector<ParamInfo>& all_parameters() const {
     return all_params_;
   }
+  // Mesh axes over which this rank's block of `p` is a replica: every axis
+  // but those that shard it and the pipeline axis (whose ranks hold
+  // different parameters).
+  std::vector<std::string> replica_axes(const Parameter& p) const;
   // Blocks per virtual pipeline stage (empty without a pipeline).
   const std::vector<int>& stage_blocks() const {
     return stage_blocks_;
   }
-  const PipelineExecutor* pipeline() const {
-    return executor_.get();
+  const PipelineExecutor& executor() const {
+    return *executors_[0];
   }
   Tracer& tracer() {
     return tracer_;
@@ -100,45 +109,38 @@ class Engine {
   Optimizer& optimizer() {
     return *opt_;
   }
-  // Data-parallel statistics (zero when serial).
+  // Data-parallel statistics (null unless DDP runs over more than one
+  // rank).
   const DistributedDataParallel* ddp() const {
     return ddp_.get();
   }
 
  private:
-  void step_replica(
-      Model& model,
-      Context& ctx,
-      int64_t step,
-      int rank,
-      const Tensor& input,
-      const Tensor& targets,
-      LossStats& stats);
-
   void partition_pipeline();
   void optimizer_step();
-  // Sums over the mesh axes that shard a parameter (tensor parallel).
+  // Sums over the mesh axes that shard a parameter.
   void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
-  AxisSumFn sum_axes_;  // axis_sum when tensor parallel, else null
 
   Config config_;
   DataSource& data_;
-  Groups groups_;
-  ProcessGroup* group_;               // groups_.dp
-  std::unique_ptr<Builder> builder_;  // serial, or the tensor-parallel one
+  Mesh& mesh_;
+  std::unique_ptr<TensorParallelMode> mode_;
+  std::unique_ptr<Builder> builder_;
   std::vector<std::unique_ptr<Model>> replicas_;  // 1, or dp in threads mode
-  std::vector<Context> contexts_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   LrScheduleOptions schedule_;
-  int dp_ = 1;    // replicas in the layout
-  int rank_ = 0;  // this process's data-parallel rank (mpi mode)
+  AxisSumFn sum_axes_;    // null when no parameter is sharded
+  bool threads_ = false;  // parallel.dp_mode=threads with dp > 1
+  int dp_ = 1;            // replicas in the layout
+  int rank_ = 0;          // this process's data-parallel rank (mpi mode)
   std::vector<ParamInfo> all_params_;
-  // Pipeline:
   std::vector<int> stage_blocks_;
-  Schedule pipe_;
-  std::unique_ptr<PipelineExecutor> executor_;
+  std::vector<ModuleRange> chunks_;  // this rank's module ranges
+  Schedule pipe_;                    // the step's instruction lists
   Tracer tracer_;
+  Tracer untraced_;  // for threads-mode replicas other than 0
+  std::vector<std::unique_ptr<PipelineExecutor>> executors_;  // per replica
   int64_t step_ = 0;  // step being run (for the optimizer callback)
   StepResult result_;
   Tensor input_;  // this process's samples of one step

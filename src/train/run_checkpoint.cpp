@@ -20,62 +20,85 @@ int states_per_param(const NamedState& state, size_t params) {
 }
 
 // The global tensor of `local` (a block of p's layout, e.g. p's value or
-// one of its optimizer states) on tensor-parallel rank 0; collective over
-// tp when p is sharded on it. Elsewhere, or for whole blocks, `local`.
-Tensor gather_global(
-    const Parameter& p, const Tensor& local, ProcessGroup* tp) {
-  if (tp == nullptr || p.layout.is_full())
+// one of its optimizer states), gathered over the mesh axes that shard p
+// to the rank with coordinate 0 on them; collective over those axes. On
+// the other ranks an undefined tensor; for whole blocks, `local`.
+Tensor gather_global(const Parameter& p, const Tensor& local, Mesh& mesh) {
+  std::vector<std::string> axes;
+  for (const Placement& pl : p.layout.placements) {
+    if (pl.kind == Placement::Kind::kShard)
+      axes.push_back(pl.axis);
+  }
+  if (axes.empty())
     return local;
-  const int n = tp->size();
+  ProcessGroup& g = axes.size() == 1 ? mesh.group(axes[0]) : mesh.group(axes);
+  const int n = g.size();
   Tensor blocks({n * local.numel()}, MemTag::kComm);
-  tp->all_gather(local.data(), blocks.data(), local.numel());
-  if (tp->rank() != 0)
+  g.all_gather(local.data(), blocks.data(), local.numel());
+  if (g.rank() != 0)
     return Tensor();
+  std::vector<int> sizes;
+  for (const std::string& a : axes)
+    sizes.push_back(mesh.size(a));
   Tensor global(p.layout.global_shape, MemTag::kComm);
   for (int q = 0; q < n; ++q) {
+    const std::vector<int> coords = mesh_coords(q, sizes);
     Layout lq = p.layout;
     for (Placement& pl : lq.placements) {
-      if (pl.axis == "tp")
-        pl.index = q;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        if (pl.axis == axes[i])
+          pl.index = coords[i];
+      }
     }
     lq.put_local(blocks.slice(q * local.numel(), local.shape()), global);
   }
   return global;
 }
 
+// Whether this rank writes its pipeline stage's share: coordinate 0 on
+// every axis but the pipeline's (data-parallel replicas are identical,
+// shards were gathered to coordinate 0).
+bool writes_stage(Mesh& mesh) {
+  for (const std::string& a : mesh.names()) {
+    if (a != "pp" && mesh.coord(a) != 0)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string save_run_checkpoint(
     const Config& config, Engine& engine, int64_t step) {
-  const Groups& g = engine.groups();
+  Mesh& mesh = engine.mesh();
   // Data-parallel replicas are identical: replica 0's pipeline writes.
-  if (g.dp != nullptr && g.dp->rank() != 0)
+  if (mesh.coord("dp") != 0)
     return "";
   Model& model = engine.model();
   Optimizer& opt = engine.optimizer();
   auto params = model.parameters();
   NamedState state = opt.state();
   const int k = states_per_param(state, params.size());
-  // Whole tensors first: tensor-parallel shards gathered to tp rank 0,
-  // which alone goes on.
+  // Whole tensors first: shards gathered to coordinate 0 of the axes that
+  // shard them; only the stage's writer goes on.
   std::vector<Tensor> values;
   for (size_t i = 0; i < params.size(); ++i) {
-    values.push_back(gather_global(*params[i], params[i]->value, g.tp));
+    values.push_back(gather_global(*params[i], params[i]->value, mesh));
     for (int j = 0; j < k; ++j) {
       state[i * k + j].second =
-          gather_global(*params[i], state[i * k + j].second, g.tp);
+          gather_global(*params[i], state[i * k + j].second, mesh);
     }
   }
-  if (g.tp != nullptr && g.tp->rank() != 0)
+  if (!writes_stage(mesh))
     return "";
-  const int pp_rank = g.pp ? g.pp->rank() : 0;
-  if (pp_rank > 0) {
+  ProcessGroup& pp = mesh.group("pp");
+  if (pp.rank() > 0) {
     // Per held parameter, in serial order: its value, then its k states.
     for (size_t i = 0; i < params.size(); ++i) {
-      g.pp->send(values[i].data(), values[i].numel(), 0, kTagCheckpoint);
+      pp.send(values[i].data(), values[i].numel(), 0, kTagCheckpoint);
       for (int j = 0; j < k; ++j) {
         const Tensor& t = state[i * k + j].second;
-        g.pp->send(t.data(), t.numel(), 0, kTagCheckpoint);
+        pp.send(t.data(), t.numel(), 0, kTagCheckpoint);
       }
     }
     return "";
@@ -91,7 +114,7 @@ std::string save_run_checkpoint(
       mine_state[state[i * k + j].first] = state[i * k + j].second;
   }
   Checkpoint ck;
-  const int P = g.pp ? g.pp->size() : 1;
+  const int P = pp.size();
   for (int q = 0; q < P; ++q) {
     for (const ParamInfo& info : engine.all_parameters()) {
       if (info.pp_rank != q)
@@ -105,11 +128,11 @@ std::string save_run_checkpoint(
         continue;
       }
       Tensor v(info.shape, MemTag::kComm);
-      g.pp->recv(v.data(), v.numel(), q, kTagCheckpoint);
+      pp.recv(v.data(), v.numel(), q, kTagCheckpoint);
       ck.model.push_back({info.name, v});
       for (const std::string& suf : suffixes) {
         Tensor t(info.shape, MemTag::kComm);
-        g.pp->recv(t.data(), t.numel(), q, kTagCheckpoint);
+        pp.recv(t.data(), t.numel(), q, kTagCheckpoint);
         ck.optimizer.push_back({info.name + suf, t});
       }
     }

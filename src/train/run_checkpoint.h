@@ -18,7 +18,7 @@
 
 namespace ndt {
 
-// Collective over every rank of engine.groups(). Returns the checkpoint
+// Collective over every rank of engine.mesh(). Returns the checkpoint
 // directory on the writing rank, "" on the others.
 std::string save_run_checkpoint(
     const Config& config, Engine& engine, int64_t step);

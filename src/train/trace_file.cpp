@@ -11,48 +11,42 @@ namespace {
 
 constexpr int kFields = 7;  // op, mb, chunk, peer, step, t0, t1
 
-constexpr int kHeader = 4;  // span count, dp, pp and tp coordinate
-
-int coord(const ProcessGroup* g) {
-  return g ? g->rank() : 0;
-}
-
-// "rank R (dp D, pp S, tp T)" from a rank's gathered header.
-std::string track_name(int rank, const double* header) {
-  auto c = [&](int i) { return std::to_string(static_cast<int>(header[i])); };
-  return "rank " + std::to_string(rank) + " (dp " + c(1) + ", pp " + c(2) +
-         ", tp " + c(3) + ")";
+// "rank R (dp D, pp S, tp T)": the rank and its coordinate on every mesh
+// axis, from its gathered header (span count, then one coordinate per axis).
+std::string track_name(int rank, const double* header, const Mesh& mesh) {
+  std::string s = "rank " + std::to_string(rank) + " (";
+  for (size_t a = 0; a < mesh.names().size(); ++a) {
+    s += (a ? ", " : "") + mesh.names()[a] + " " +
+         std::to_string(static_cast<int>(header[1 + a]));
+  }
+  return s + ")";
 }
 
 }  // namespace
 
-void align_trace_origin(Tracer& tracer, const Groups& groups) {
+void align_trace_origin(Tracer& tracer, Mesh& mesh) {
   double origin = Tracer::clock_now();
-  if (groups.world != nullptr) {
-    // Rank 0's value reaches every rank (the others add 0).
-    if (groups.world->rank() != 0)
-      origin = 0;
-    groups.world->all_reduce(&origin, 1);
-  }
+  // Rank 0's value reaches every rank (the others add 0).
+  if (mesh.rank() != 0)
+    origin = 0;
+  mesh.world().all_reduce(&origin, 1);
   tracer.set_origin(origin);
 }
 
-int64_t write_trace(
-    const std::string& path, const Tracer& tracer, const Groups& groups) {
-  ProcessGroup* world = groups.world;
-  const int size = world ? world->size() : 1;
-  const int rank = world ? world->rank() : 0;
+int64_t write_trace(const std::string& path, const Tracer& tracer, Mesh& mesh) {
+  ProcessGroup& world = mesh.world();
+  const int size = world.size();
+  const int rank = world.rank();
+  const int kHeader = 1 + static_cast<int>(mesh.names().size());
   // Gather with sums: every rank's header (span count and mesh
   // coordinates), then its spans in its own slot of a zeroed buffer sized
   // for the longest list.
   std::vector<double> headers(size * kHeader, 0.0);
   double* h = headers.data() + rank * kHeader;
   h[0] = static_cast<double>(tracer.spans().size());
-  h[1] = coord(groups.dp);
-  h[2] = coord(groups.pp);
-  h[3] = coord(groups.tp);
-  if (world)
-    world->all_reduce(headers.data(), size * kHeader);
+  for (size_t a = 0; a < mesh.names().size(); ++a)
+    h[1 + a] = mesh.coord(mesh.names()[a]);
+  world.all_reduce(headers.data(), size * kHeader);
   int64_t longest = 0;
   for (int r = 0; r < size; ++r)
     longest = std::max(longest, static_cast<int64_t>(headers[r * kHeader]));
@@ -69,8 +63,8 @@ int64_t write_trace(
     mine[6] = s.t1;
     mine += kFields;
   }
-  if (world && per_rank > 0)
-    world->all_reduce(all.data(), static_cast<int64_t>(all.size()));
+  if (per_rank > 0)
+    world.all_reduce(all.data(), static_cast<int64_t>(all.size()));
   if (rank != 0)
     return 0;
   nlohmann::json events = nlohmann::json::array();
@@ -81,7 +75,7 @@ int64_t write_trace(
          {"ph", "M"},
          {"pid", 0},
          {"tid", r},
-         {"args", {{"name", track_name(r, &headers[r * kHeader])}}}});
+         {"args", {{"name", track_name(r, &headers[r * kHeader], mesh)}}}});
     for (int64_t i = 0; i < static_cast<int64_t>(headers[r * kHeader]); ++i) {
       const double* f = all.data() + r * per_rank + i * kFields;
       Instr in{

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "comm/self_process_group.h"
 #include "io/checkpoint.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
@@ -57,8 +58,16 @@ std::string human_duration(double s) {
 }  // namespace
 
 TrainSummary run_training(const Config& config, const TrainOptions& options) {
-  const Groups& groups = options.groups;
-  const bool lead = groups.world == nullptr || groups.world->rank() == 0;
+  std::vector<std::string> names;
+  for (const MeshAxis& a : mesh_axes(config))
+    names.push_back(a.name);
+  SingleRankMesh single(names);
+  return run_training(config, options, single.mesh());
+}
+
+TrainSummary run_training(
+    const Config& config, const TrainOptions& options, Mesh& mesh) {
+  const bool lead = mesh.rank() == 0;
   std::ostringstream quiet;
   std::ostream& out = !lead ? quiet : options.out ? *options.out : std::cout;
   const int threads =
@@ -67,21 +76,20 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
 
   // Data first: a bad path fails before the model is allocated.
   DataSource data(config);
-  Engine engine(config, data, groups);
+  Engine engine(config, data, mesh);
   Model& model = engine.model();
 
   const int64_t B = config.train.batch_size;
   const int dp = config.parallel.dp;
   const int pp = config.parallel.pp;
-  const int ranks = groups.world ? groups.world->size() : 1;
+  const int ranks = mesh.world().size();
   int64_t n_params = 0;
   for (const ParamInfo& p : engine.all_parameters())
     n_params += shape_numel(p.shape);
   const double flops_per_step = model.flops_per_sample * B;
   // Every rank measures at the same time, so on a shared (oversubscribed)
   // machine each sees its share of the cores, as during training.
-  if (groups.world)
-    groups.world->barrier();
+  mesh.world().barrier();
   const double peak = measure_sgemm_peak_gflops();
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
       << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s"
@@ -147,7 +155,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   }
 
   const bool is_lm = config.model.kind == ModelKind::kGpt;
-  align_trace_origin(engine.tracer(), groups);
+  align_trace_origin(engine.tracer(), mesh);
   auto t_start = Clock::now();
   auto t_window = t_start;
   double train_seconds = 0;
@@ -176,8 +184,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
     std::string dir = save_run_checkpoint(config, engine, step);
     if (lead)
       summary.checkpoint = dir;
-    if (groups.world)
-      groups.world->barrier();
+    mesh.world().barrier();
     t_window = Clock::now();
   };
 
@@ -257,7 +264,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   checkpoint(summary.steps);
   if (config.train.trace) {
     const std::string path = summary.run_dir + "/trace.json";
-    int64_t n = write_trace(path, engine.tracer(), groups);
+    int64_t n = write_trace(path, engine.tracer(), mesh);
     out << "ndtrain: trace " << path << " (" << n
         << " spans; open in https://ui.perfetto.dev)\n";
   }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "io/config.h"
-#include "train/groups.h"
+#include "comm/mesh.h"
 
 namespace ndt {
 
@@ -29,9 +29,6 @@ struct StepInfo {
 struct TrainOptions {
   std::function<void(const StepInfo&)> on_step;  // after each step
   std::ostream* out = nullptr;                   // progress; null: stdout
-  // The job's groups (all null: one process). Only the world's rank 0
-  // prints and writes files.
-  Groups groups;
 };
 
 struct TrainSummary {
@@ -44,6 +41,11 @@ struct TrainSummary {
   std::string checkpoint;  // last checkpoint written
 };
 
+// Trains on the job's mesh (axes of mesh_axes(config)); only world rank 0
+// prints and writes files.
+TrainSummary run_training(
+    const Config& config, const TrainOptions& options, Mesh& mesh);
+// One process: a mesh of one rank.
 TrainSummary run_training(const Config& config, const TrainOptions& options);
 
 }  // namespace ndt

@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "comm/process_group.h"
+#include "comm/self_process_group.h"
 #include "ops/ops.h"
 #include "train/data_source.h"
 #include "train/engine.h"
@@ -81,17 +82,11 @@ enum Sum {
 
 // Does this rank count its block of `p` towards the job-wide element
 // count? Shards are counted once each: a replica counts only where its
-// index along every axis that replicates p is 0 (pipeline ranks hold
-// disjoint parameters, so pp never replicates).
-bool counts_elements(const Parameter& p, const Groups& g) {
-  if (g.dp != nullptr && g.dp->rank() != 0)
-    return false;
-  if (g.tp != nullptr && g.tp->rank() != 0) {
-    for (const Placement& pl : p.layout.placements) {
-      if (pl.axis == "tp" && pl.kind == Placement::Kind::kShard)
-        return true;
-    }
-    return false;
+// coordinate on every axis that replicates p is 0.
+bool counts_elements(const Parameter& p, const Engine& engine, Mesh& mesh) {
+  for (const std::string& axis : engine.replica_axes(p)) {
+    if (mesh.coord(axis) != 0)
+      return false;
   }
   return true;
 }
@@ -100,8 +95,11 @@ bool counts_elements(const Parameter& p, const Groups& g) {
 // tensors of the same names.
 class Comparison {
  public:
-  Comparison(const std::vector<Parameter*>& serial, const Groups& groups)
-      : groups_(groups) {
+  // serial: the serial model's parameters; layout: the engine whose
+  // parameters are compared, on `mesh`.
+  Comparison(
+      const std::vector<Parameter*>& serial, const Engine& layout, Mesh& mesh)
+      : layout_(layout), mesh_(mesh) {
     for (size_t i = 0; i < serial.size(); ++i) {
       index_[serial[i]->name] = static_cast<int>(i);
       names_.push_back(serial[i]->name);
@@ -141,7 +139,7 @@ class Comparison {
           std::cerr << "verify: the layout has parameter '" << p->name
                     << "' that the serial model does not have\n";
         }
-        if (counts_elements(*p, groups_))
+        if (counts_elements(*p, layout_, mesh_))
           s.back() += 1;
         continue;
       }
@@ -163,7 +161,7 @@ class Comparison {
         v[kDiff2] += d * d;
         v[kNorm2] += double(x[j]) * x[j];
       }
-      if (counts_elements(*p, groups_))
+      if (counts_elements(*p, layout_, mesh_))
         v[kCount] += double(ref.numel());
     }
     return s;
@@ -171,12 +169,12 @@ class Comparison {
 
   // Sums over every rank of the job.
   void reduce(std::vector<double>& s) const {
-    if (groups_.world != nullptr)
-      groups_.world->all_reduce(s.data(), static_cast<int64_t>(s.size()));
+    mesh_.world().all_reduce(s.data(), static_cast<int64_t>(s.size()));
   }
 
  private:
-  const Groups& groups_;
+  const Engine& layout_;
+  Mesh& mesh_;
   std::map<std::string, int> index_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
@@ -231,8 +229,7 @@ std::string fmt(const char* f, double a) {
 
 }  // namespace
 
-VerifyReport run_verify(
-    const Config& config, const Groups& groups, std::ostream& out) {
+VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
@@ -242,14 +239,18 @@ VerifyReport run_verify(
   serial.parallel = ParallelConfig();
   const Config floor_cfg = floor_config(serial);
   const int64_t steps = std::min(config.verify.steps, config.train.steps);
-  const bool floor_rank = groups.world == nullptr || groups.world->rank() == 0;
+  const bool floor_rank = mesh.rank() == 0;
 
   DataSource data(config);
-  Engine ref(serial, data, Groups());
+  std::vector<std::string> serial_axes;
+  for (const MeshAxis& a : mesh_axes(serial))
+    serial_axes.push_back(a.name);
+  SingleRankMesh ref_mesh(serial_axes), floor_mesh(serial_axes);
+  Engine ref(serial, data, ref_mesh.mesh());
   std::unique_ptr<Engine> floor;
   if (floor_rank)
-    floor = std::make_unique<Engine>(floor_cfg, data, Groups());
-  Engine par(layout, data, groups);
+    floor = std::make_unique<Engine>(floor_cfg, data, floor_mesh.mesh());
+  Engine par(layout, data, mesh);
 
   out << "verify: " << to_string(config.model.kind) << " ("
       << ref.model().num_parameters() << " parameters), layout "
@@ -266,7 +267,7 @@ VerifyReport run_verify(
     if (repeats[kind]++ == 0)
       fail(what);
   };
-  const Comparison cmp(ref.model().parameters(), groups);
+  const Comparison cmp(ref.model().parameters(), par, mesh);
   const int n = cmp.size();
   const size_t m = size_t(n) * kSums + 1;
   std::vector<Tensor> grads_ref;
@@ -466,8 +467,7 @@ VerifyReport run_verify(
       for (int i = 0; i < n; ++i)
         fl[i] = tensor_rel(fs, i);
     }
-    if (groups.world != nullptr)  // from the floor rank to all
-      groups.world->all_reduce(fl.data(), n);
+    mesh.world().all_reduce(fl.data(), n);  // from the floor rank to all
     double worst_ratio = 0;
     int worst = -1;
     for (int i = 0; i < n; ++i) {
@@ -561,8 +561,7 @@ VerifyReport run_verify(
   }
   // Every rank must agree.
   double f[1] = {rep.failures.empty() ? 0.0 : 1.0};
-  if (groups.world != nullptr)
-    groups.world->all_reduce(f, 1, ReduceOp::kMax);
+  mesh.world().all_reduce(f, 1, ReduceOp::kMax);
   rep.pass = f[0] == 0.0;
   if (rep.pass) {
     out << "verify: PASS\n";

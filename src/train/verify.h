@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "io/config.h"
-#include "train/groups.h"
+#include "comm/mesh.h"
 
 namespace ndt {
 
@@ -61,7 +61,7 @@ struct VerifyReport {
 // serial reference of the noise floor. Each rank compares the block of
 // every parameter it holds with the same block of the serial tensor; the
 // sums are reduced over the job, so every rank reaches the same verdict.
-VerifyReport run_verify(
-    const Config& config, const Groups& groups, std::ostream& out);
+// mesh: the job's mesh, with the axes of mesh_axes(config).
+VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out);
 
 }  // namespace ndt

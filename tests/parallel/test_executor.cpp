@@ -241,7 +241,7 @@ std::vector<RankResult> pipeline_step(
     model->keep_modules(keep);
     Tracer tracer(0, 0);
     PipelineExecutor executor(
-        *model, pg, chunks, stages, 1, nullptr, recompute, tracer, [&res] {
+        *model, pg, chunks, stages, nullptr, nullptr, recompute, tracer, [&res] {
           ++res.optimizer_calls;
         });
     model->zero_grad();
@@ -359,7 +359,7 @@ TEST(PipelineExecutor, ConsecutiveStepsReuseNoState) {
     Tracer tracer(0, 0);
     int calls = 0;
     PipelineExecutor executor(
-        *model, pg, chunks, P * V, 1, nullptr, false, tracer, [&calls] {
+        *model, pg, chunks, P * V, nullptr, nullptr, false, tracer, [&calls] {
           ++calls;
         });
     for (int s = 0; s < 2; ++s) {
@@ -420,7 +420,7 @@ TEST(PipelineExecutor, ForwardEvalMatchesSerial) {
       model->keep_modules(keep);
       Tracer tracer(0, 0);
       PipelineExecutor executor(
-          *model, pg, chunks, P * V, 1, nullptr, false, tracer, [] {});
+          *model, pg, chunks, P * V, nullptr, nullptr, false, tracer, [] {});
       executor.forward_eval(
           work.input, work.targets, kSeed, kStep, stats[pg.rank()]);
     });

@@ -26,8 +26,8 @@ PipelineExecutor::PipelineExecutor(
     ProcessGroup& group,
     std::vector<ModuleRange> chunks,
     int virtual_stages,
-    int token_split,
-    DistributedDataParallel* ddp,
+    std::function<Shape(const Shape&)> local_activation,
+    GradSync* grad_sync,
     bool recompute,
     Tracer& tracer,
     std::function<void()> optimizer_step)
@@ -35,8 +35,8 @@ PipelineExecutor::PipelineExecutor(
       group_(group),
       chunks_(std::move(chunks)),
       virtual_stages_(virtual_stages),
-      token_split_(token_split),
-      ddp_(ddp),
+      local_activation_(std::move(local_activation)),
+      grad_sync_(grad_sync),
       recompute_(recompute),
       tracer_(tracer),
       optimizer_step_(std::move(optimizer_step)) {
@@ -54,12 +54,7 @@ Shape PipelineExecutor::act_shape(int chunk, bool output) const {
   const ModuleRange& r = chunks_.at(chunk);
   Shape s = model_.sample_shapes.at(output ? r.last : r.first - 1);
   s.insert(s.begin(), mbs_);
-  if (token_split_ > 1) {
-    // My tokens [N / tp, C] of the [B, T, C] activation.
-    const int64_t C = s.back();
-    return {shape_numel(s) / C / token_split_, C};
-  }
-  return s;
+  return local_activation_ ? local_activation_(s) : s;
 }
 
 PipelineExecutor::Slot& PipelineExecutor::slot(const Instr& in) {
@@ -67,10 +62,13 @@ PipelineExecutor::Slot& PipelineExecutor::slot(const Instr& in) {
 }
 
 std::string PipelineExecutor::label(const Instr& in, int index) const {
-  return "pipeline stage " + std::to_string(group_.rank()) + " of " +
-         std::to_string(group_.size()) + ", instruction " +
-         std::to_string(index) + " '" + to_string(in) + "' (" +
-         to_string(in.op) + ")";
+  const std::string where =
+      virtual_stages_ == 1
+          ? "step " + std::to_string(batch_ ? batch_->step : -1)
+          : "pipeline stage " + std::to_string(group_.rank()) + " of " +
+                std::to_string(group_.size());
+  return where + ", instruction " + std::to_string(index) + " '" +
+         to_string(in) + "' (" + to_string(in.op) + ")";
 }
 
 void PipelineExecutor::fail(
@@ -216,8 +214,8 @@ void PipelineExecutor::execute(const Instr& in, int index) {
     case Op::kBackward: {
       Slot& s = slot(in);
       const ModuleRange& r = chunks_[in.chunk];
-      if (ddp_)
-        ddp_->set_sync(in.mb == last_backward_mb_[in.chunk]);
+      if (grad_sync_)
+        grad_sync_->begin_backward(in.mb == last_backward_mb_[in.chunk]);
       float scale = b.loss_scale;
       if (NDT_FAULT(kPpDropMicrobatch) && in.mb == 0 &&
           virtual_stage(in.chunk) == virtual_stages_ - 1)
@@ -253,9 +251,9 @@ void PipelineExecutor::execute(const Instr& in, int index) {
       return;
     }
     case Op::kReduceGrads: {
-      if (ddp_) {
+      if (grad_sync_) {
         try {
-          ddp_->finish();
+          grad_sync_->finish();
         } catch (const CommError& e) {
           fail(in, index, e.what());
         }
@@ -282,6 +280,14 @@ void PipelineExecutor::forward_eval(
     int64_t step,
     LossStats& stats) {
   mbs_ = input.dim(0);
+  if (virtual_stages_ == 1) {  // no pipeline: the model's own forward
+    Context ctx;
+    ctx.run.training = false;
+    ctx.run.seed = seed;
+    ctx.run.step = step;
+    model_.forward_eval(input, targets, ctx, stats);
+    return;
+  }
   const int P = group_.size();
   const int V = static_cast<int>(chunks_.size());
   Context ctx;

@@ -14,9 +14,13 @@
 // and waited for by the same instruction. A receive or send that fails or
 // outlives the watchdog throws CommError naming the stage and instruction.
 //
-// Data parallelism composes through DistributedDataParallel: its buckets
-// are launched by the backward of each chunk's last micro-batch and
-// kReduceGrads waits for them.
+// It is also the step of every layout without a pipeline: one stage (a
+// group of one rank) running the naive schedule over M micro-batches is
+// gradient accumulation, M = 1 the plain serial step.
+//
+// Data parallelism composes through a GradSync (parallel/grad_sync.h):
+// told before each backward whether it is its chunk's last of the step
+// (DDP launches its buckets then), and finished at kReduceGrads.
 #pragma once
 
 #include <functional>
@@ -26,7 +30,7 @@
 
 #include "comm/process_group.h"
 #include "nn/model.h"
-#include "parallel/ddp.h"
+#include "parallel/grad_sync.h"
 #include "parallel/pipeline/partition.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/tracer.h"
@@ -56,18 +60,18 @@ struct PipelineTiming {
 class PipelineExecutor {
  public:
   // chunks[c]: the module range of local chunk c. group: the pipeline
-  // group (rank = pipeline rank). token_split > 1: activations between
-  // stages are this rank's share of a token split over that many
-  // tensor-parallel ranks (parallel/regions.h). ddp may be null.
-  // optimizer_step runs at kOptimizerStep. The model, group, ddp and tracer
-  // must outlive it.
+  // group (rank = pipeline rank). local_activation: this rank's block of an
+  // activation between stages given its global shape (one micro-batch),
+  // from the tensor-parallel mode; null: the whole activation. grad_sync may be
+  // null (no data parallelism across ranks). optimizer_step runs at
+  // kOptimizerStep. The model, group, grad_sync and tracer must outlive it.
   PipelineExecutor(
       Model& model,
       ProcessGroup& group,
       std::vector<ModuleRange> chunks,
       int virtual_stages,
-      int token_split,
-      DistributedDataParallel* ddp,
+      std::function<Shape(const Shape&)> local_activation,
+      GradSync* grad_sync,
       bool recompute,
       Tracer& tracer,
       std::function<void()> optimizer_step);
@@ -89,6 +93,11 @@ class PipelineExecutor {
       uint64_t seed,
       int64_t step,
       LossStats& stats);
+
+  // Replaces the GradSync (e.g. one per step on the threads of run_local).
+  void set_grad_sync(GradSync* grad_sync) {
+    grad_sync_ = grad_sync;
+  }
 
   const PipelineTiming& timing() const {
     return timing_;
@@ -119,7 +128,8 @@ class PipelineExecutor {
   void wait_recv(Slot& s, const Instr& in, int index);
   void release_completed_sends();
   void wait_sends();
-  // "pipeline stage S of P, instruction I 'RG3<1' (recv_grad)".
+  // "pipeline stage S of P, instruction I 'RG3<1' (recv_grad)", or with
+  // one stage "step N, instruction I 'F0' (forward)".
   std::string label(const Instr& in, int index) const;
   [[noreturn]] void fail(const Instr& in, int index, const char* what) const;
 
@@ -127,8 +137,8 @@ class PipelineExecutor {
   ProcessGroup& group_;
   std::vector<ModuleRange> chunks_;
   int virtual_stages_;
-  int token_split_;
-  DistributedDataParallel* ddp_;
+  std::function<Shape(const Shape&)> local_activation_;
+  GradSync* grad_sync_;
   bool recompute_;
   Tracer& tracer_;
   std::function<void()> optimizer_step_;

@@ -1,0 +1,52 @@
+// TensorParallelMode: a tensor-parallel scheme as a unit (DESIGN.md, "A
+// parallel mode is a unit"). A mode supplies its mesh axes, its layer
+// builder (the models are written once against nn/builder.h), and the local
+// shape of the activations that flow between blocks (what pipeline stages
+// send). make_tensor_parallel_mode() is the one switch over
+// parallel.tp_mode; the engine, the CLI, checkpoints and verify work from
+// the mesh and each parameter's Layout and never name a mode.
+//
+// Modes today: none (parallel.tp = 1: the serial layers, axis "tp" of size
+// 1) and 1d (Megatron column/row split over axis "tp", optionally with
+// sequence-split regions, parallel.tp_seq).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mesh.h"
+#include "io/config.h"
+#include "nn/builder.h"
+#include "tensor/tensor.h"
+
+namespace ndt {
+
+struct MeshAxis {
+  std::string name;
+  int size = 1;
+};
+
+class TensorParallelMode {
+ public:
+  virtual ~TensorParallelMode() = default;
+  // The mode's mesh axes, outermost first.
+  virtual std::vector<MeshAxis> axes() const = 0;
+  // The builder of this rank's layers; groups come from `mesh`, which
+  // must outlive the builder and hold axes().
+  virtual std::unique_ptr<Builder> make_builder(Mesh& mesh) const = 0;
+  // This rank's block of an activation between blocks whose global shape
+  // (one micro-batch) is `global`: [B, T, C], or [B, C] for the MLP.
+  virtual Shape local_activation(const Shape& global) const = 0;
+};
+
+std::unique_ptr<TensorParallelMode> make_tensor_parallel_mode(
+    const Config& config);
+
+// Every mesh axis of the configured layout in parallel.order, the tensor-
+// parallel entry expanded into the mode's axes: dp (MPI ranks per replica
+// group; 1 with parallel.dp_mode=threads, whose replicas are threads), pp,
+// then the mode's. The product is the job's rank count.
+std::vector<MeshAxis> mesh_axes(const Config& config);
+
+}  // namespace ndt

@@ -429,22 +429,20 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
               " in loss, gradient norm or (step 0) a gradient");
     }
 
-    rep.max_loss_rel = std::max(rep.max_loss_rel, loss_rel);
-    if (!(loss_rel <= kVerifyRtol)) {
-      rep.max_loss_rel = loss_rel;
-      fail_step(
-          "loss",
-          "loss differs" + at + " (rel diff " + fmt("%.2e", loss_rel) +
-              ", tolerance " + fmt("%.0e", kVerifyRtol) + ")");
-    }
-    rep.max_grad_norm_rel = std::max(rep.max_grad_norm_rel, gn_rel);
-    if (!(gn_rel <= kVerifyRtol)) {
-      rep.max_grad_norm_rel = gn_rel;
-      fail_step(
-          "gradient norm",
-          "gradient norm differs" + at + " (rel diff " + fmt("%.2e", gn_rel) +
-              ", tolerance " + fmt("%.0e", kVerifyRtol) + ")");
-    }
+    // A scalar of the step (relative difference `rel`, largest so far in
+    // `max`) against kVerifyRtol.
+    auto check_scalar = [&](const std::string& what, double rel, double& max) {
+      max = std::max(max, rel);
+      if (!(rel <= kVerifyRtol)) {
+        max = rel;  // NaN stays
+        fail_step(
+            what,
+            what + " differs" + at + " (rel diff " + fmt("%.2e", rel) +
+                ", tolerance " + fmt("%.0e", kVerifyRtol) + ")");
+      }
+    };
+    check_scalar("loss", loss_rel, rep.max_loss_rel);
+    check_scalar("gradient norm", gn_rel, rep.max_grad_norm_rel);
     if (worst >= 0 && !(worst_rel <= rep.max_grad_rel)) {
       rep.max_grad_rel = worst_rel;
       rep.worst_grad = cmp.name(worst) + at;

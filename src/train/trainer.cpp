@@ -69,32 +69,40 @@ bool holds_previous_run(const std::string& run_dir) {
          !ec;
 }
 
-// Checks the run directory before any data is read or memory allocated:
-// it can be created and written, and a fresh run does not mix with a
-// previous run's files unless train.overwrite=true (which removes that
-// run's checkpoints; metrics.jsonl is truncated when opened).
-void prepare_run_dir(const Config& config) {
+// Checks the run directory before any data is read or memory allocated,
+// without changing anything: it is (or can be created as) a writable
+// directory, and a fresh run does not mix with a previous run's files
+// unless train.overwrite=true.
+void check_run_dir(const Config& config) {
   const std::string dir = config.run_dir();
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  // The directory, or the nearest ancestor that exists, must be a writable
+  // directory.
+  fs::path at = fs::absolute(dir, ec);
+  while (!fs::exists(fs::symlink_status(at, ec)) && at.has_relative_path() &&
+         at != at.parent_path()) {
+    at = at.parent_path();
+  }
   NDT_CHECK(
-      !ec && fs::is_directory(dir),
+      fs::is_directory(at, ec),
       ConfigError,
       "run.dir ",
       printable(dir),
-      " cannot be created or is not a directory",
-      ec ? ": " + ec.message() : std::string());
+      " cannot be created: ",
+      printable(at.string()),
+      " is not a directory");
   NDT_CHECK(
-      ::access(dir.c_str(), W_OK | X_OK) == 0,
+      ::access(at.c_str(), W_OK | X_OK) == 0,
       ConfigError,
       "run.dir ",
       printable(dir),
-      " is not writable: ",
+      " cannot be written: ",
+      printable(at.string()),
+      ": ",
       std::strerror(errno));
-  if (!config.train.resume.empty() || !holds_previous_run(dir))
-    return;
   NDT_CHECK(
-      config.train.overwrite,
+      !config.train.resume.empty() || config.train.overwrite ||
+          !holds_previous_run(dir),
       ConfigError,
       "run.dir ",
       printable(dir),
@@ -102,6 +110,20 @@ void prepare_run_dir(const Config& config) {
       "fresh run would overwrite it. Choose another run.name or run.dir, "
       "resume it with train.resume=latest, or set train.overwrite=true to "
       "replace it");
+}
+
+// Creates the run directory; for a fresh run with train.overwrite=true
+// removes the previous run's checkpoints and trace (metrics.jsonl is
+// truncated when opened), so that train.resume=latest can never pick up a
+// step of the replaced run.
+void prepare_run_dir(const Config& config) {
+  const std::string dir = config.run_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  NDT_CHECK(
+      !ec, Error, "cannot create run.dir ", printable(dir), ": ", ec.message());
+  if (!config.train.resume.empty() || !config.train.overwrite)
+    return;
   fs::remove_all(dir + "/checkpoints", ec);
   NDT_CHECK(
       !ec,
@@ -156,7 +178,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
   // The run directory, then data: a bad path fails before the model is
   // allocated or the machine is measured.
   if (lead)
-    prepare_run_dir(config);
+    check_run_dir(config);
   DataSource data(config);
   Engine engine(config, data, groups);
   Model& model = engine.model();
@@ -198,6 +220,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options) {
 
   TrainSummary summary;
   summary.run_dir = config.run_dir();
+  if (lead)
+    prepare_run_dir(config);
   int64_t start = 0;
   if (!config.train.resume.empty()) {
     std::string dir = config.train.resume;

@@ -272,7 +272,7 @@ ck=$(copy_ck nul_file)
 py manifest "$ck" 'm["files"]["x\u0000\u001b"] = {"bytes": 1, "crc32": 1}'
 expect nul_in_manifest_file_name "invalid file name 'x\\x00\\x1b'" resume "$ck"
 touch "$work/plainfile"
-expect run_dir_checked_before_data "run.dir $work/plainfile/x" \
+expect run_dir_checked_before_data "run.dir $work/plainfile/x cannot be created" \
   train run.dir="$work/plainfile/x" data.path=/nonexistent/data
 
 # --- also: non-finite values -------------------------------------------

@@ -3,6 +3,8 @@
 # present), then configures and builds Release into build/.
 #   scripts/setup.sh          build dependencies, datasets, build
 #   scripts/setup.sh --bench  also PyTorch and matplotlib (benchmarks only)
+#   scripts/setup.sh --fuzz   also clang, libFuzzer and the sanitizer
+#                             runtimes (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,9 +12,13 @@ packages=(g++ cmake make pkg-config libgtest-dev
   libopenblas-openmp-dev openmpi-bin libopenmpi-dev
   libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist fortunes python3)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy python3-matplotlib)
-fi
+for arg in "$@"; do
+  case $arg in
+    --bench) packages+=(python3-torch python3-numpy python3-matplotlib) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

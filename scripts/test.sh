@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds ndtrain (scripts/setup.sh) and runs the whole test suite.
-# Exit code = ctest's.
+# Builds ndtrain (scripts/setup.sh) and runs the whole test suite, then
+# each fuzz target for 20 s (scripts/fuzz.sh). Fails if either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --fuzz
 ctest --test-dir build --output-on-failure --no-tests=error -j"$(nproc)"
+scripts/fuzz.sh 20

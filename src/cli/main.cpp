@@ -12,12 +12,15 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -29,6 +32,7 @@
 #include "comm/mpi_process_group.h"
 #include "comm/self_process_group.h"
 #include "io/config.h"
+#include "io/untrusted.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
 #include "parallel/pipeline/schedules.h"
@@ -70,14 +74,23 @@ struct Args {
 int parse_int(const std::string& flag, const char* value) {
   NDT_CHECK(value != nullptr, ConfigError, flag, " needs a value");
   char* end = nullptr;
+  errno = 0;
   long v = std::strtol(value, &end, 10);
   NDT_CHECK(
       *value != '\0' && *end == '\0' && v >= 0,
       ConfigError,
       flag,
       " must be a non-negative integer, got '",
-      value,
+      printable(value),
       "'");
+  NDT_CHECK(
+      errno != ERANGE && v <= std::numeric_limits<int>::max(),
+      ConfigError,
+      flag,
+      " must be at most ",
+      std::numeric_limits<int>::max(),
+      ", got ",
+      printable(value));
   return static_cast<int>(v);
 }
 
@@ -115,7 +128,7 @@ Args parse_args(int argc, char** argv, int first) {
     } else if (s.find('=') != std::string::npos && s[0] != '-') {
       a.overrides.push_back(s);
     } else {
-      throw ConfigError("unknown argument '" + s + "'\n" + kUsage);
+      throw ConfigError("unknown argument '" + printable(s) + "'\n" + kUsage);
     }
   }
   return a;
@@ -393,7 +406,7 @@ int run(int argc, char** argv) {
     return cmd_peak(a);
   if (cmd == "schedule")
     return cmd_schedule(a);
-  throw ConfigError("unknown command '" + cmd + "'\n" + kUsage);
+  throw ConfigError("unknown command '" + printable(cmd) + "'\n" + kUsage);
 }
 
 }  // namespace
@@ -401,7 +414,26 @@ int run(int argc, char** argv) {
 
 namespace {
 
-int fail(const char* what) {
+// The message with control characters other than newline and tab
+// escaped: text from files and names can hold ESC or other terminal codes.
+std::string terminal_safe(const char* what) {
+  std::string out;
+  for (const char* p = what; *p; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+int fail(const char* raw) {
+  const std::string safe = terminal_safe(raw);
+  const char* what = safe.c_str();
   std::fflush(stdout);
   if (ndt::g_world_size == 1 && ndt::launcher_rank() > 0) {
     // An error before MPI started (a bad config) is the same on every
@@ -427,6 +459,11 @@ int main(int argc, char** argv) {
     return code;
   } catch (const ndt::Error& e) {
     return fail(e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(
+        "out of memory: the configured sizes (train.batch_size, the model's "
+        "dimensions, the dataset) need more memory than this machine can "
+        "give");
   } catch (const std::exception& e) {
     return fail(e.what());
   }

@@ -87,6 +87,13 @@ ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
       ", expected 28x28");
   const int64_t N = img.dims[0];
   NDT_CHECK(
+      N > 0,
+      DataError,
+      images_path,
+      ": holds no images (the header says 0); a ",
+      train ? "training" : "test",
+      " set needs at least one");
+  NDT_CHECK(
       lab.dims[0] == N,
       DataError,
       labels_path,

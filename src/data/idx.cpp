@@ -164,9 +164,10 @@ IdxArray read_idx_gz(
     int64_t d = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) |
                 (int64_t{p[2]} << 8) | int64_t{p[3]};
     out.dims.push_back(d);
-    total *= d;
+    // d < 2^32 and total <= 2^34 before this line, but a product of several
+    // dims can still overflow int64: check the multiplication itself.
     NDT_CHECK(
-        total <= kMaxPayloadBytes,
+        !__builtin_mul_overflow(total, d, &total) && total <= kMaxPayloadBytes,
         DataError,
         where(path),
         "header dims imply an implausible payload (> ",

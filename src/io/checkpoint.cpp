@@ -1,12 +1,15 @@
 #include "io/checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -15,6 +18,7 @@
 
 #include "base/check.h"
 #include "io/atomic_file.h"
+#include "io/untrusted.h"
 
 namespace ndt {
 namespace fs = std::filesystem;
@@ -56,6 +60,36 @@ std::string join(const std::string& dir, const std::string& name) {
 void remove_quietly(const std::string& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
+}
+
+// Temp directories ".step-<N>.tmp-<pid>" of saves whose process is gone
+// (killed mid-write): nothing will finish or remove them but us. A live
+// pid's (another job writing into the same root) are left alone.
+void remove_stale_temps(const std::string& root) {
+  std::error_code ec;
+  fs::directory_iterator it(root, ec);
+  if (ec)
+    return;
+  for (const auto& entry : it) {
+    std::string name = entry.path().filename().string();
+    if (!name.starts_with(".step-"))
+      continue;
+    size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos)
+      continue;
+    std::string_view digits = std::string_view(name).substr(at + 5);
+    long pid = 0;
+    auto [ptr, perr] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (perr != std::errc() || ptr != digits.data() + digits.size() ||
+        pid <= 0) {
+      continue;
+    }
+    const bool alive =
+        ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    if (!alive || pid == static_cast<long>(::getpid()))
+      remove_quietly(entry.path().string());
+  }
 }
 
 struct FileSum {
@@ -101,12 +135,13 @@ void verify_file(
   std::string manifest_path = join(dir, kManifestFile);
   NDT_CHECK(
       !name.empty() && name != "." && name != ".." &&
-          name.find('/') == std::string::npos && name != kManifestFile,
+          name.find('/') == std::string::npos &&
+          name.find('\0') == std::string::npos && name != kManifestFile,
       CheckpointError,
       "checkpoint ",
       manifest_path,
       " lists an invalid file name '",
-      name,
+      printable(name),
       "'");
   NDT_CHECK(
       entry.is_object() && entry.contains("bytes") &&
@@ -117,9 +152,9 @@ void verify_file(
       "checkpoint ",
       manifest_path,
       ": files[\"",
-      name,
+      printable(name),
       "\"] is ",
-      entry.dump(),
+      json_excerpt(entry),
       ", expected {\"bytes\": n, \"crc32\": c}");
   uint64_t want_bytes = entry["bytes"].get<uint64_t>();
   uint64_t want_crc = entry["crc32"].get<uint64_t>();
@@ -213,7 +248,9 @@ std::string save_checkpoint(
   std::string final_dir = join(root, detail::str_cat(kStepPrefix, step));
   // Hidden and not named step-<N>: list_checkpoints() never reports it.
   std::string tmp_dir = temp_path_for(final_dir);
-  // Same name means a save by a dead process with our pid: stale.
+  // Ours from earlier (a dead process with our pid, or a failed save) and
+  // those of dead processes are stale.
+  remove_stale_temps(root);
   remove_quietly(tmp_dir);
   fs::create_directory(tmp_dir, ec);
   NDT_CHECK(
@@ -270,12 +307,23 @@ Checkpoint load_checkpoint(const std::string& dir) {
 
   Checkpoint ckpt;
   {
-    std::ifstream in(manifest_path, std::ios::binary);
-    NDT_CHECK(in, CheckpointError, "cannot open checkpoint ", manifest_path);
-    std::ostringstream text;
-    text << in.rdbuf();
+    // The manifest has no checksum of its own: bound what it can cost
+    // (size, nesting) before parsing.
+    std::string text =
+        read_small_file(manifest_path, kMaxManifestBytes, "checkpoint");
+    size_t deep = json_depth_exceeded_at(text, kMaxJsonDepth);
+    NDT_CHECK(
+        deep == std::string::npos,
+        CheckpointError,
+        "checkpoint ",
+        manifest_path,
+        " nests JSON deeper than ",
+        kMaxJsonDepth,
+        " levels (at byte ",
+        deep,
+        ")");
     try {
-      ckpt.manifest = json::parse(text.str());
+      ckpt.manifest = json::parse(text);
     } catch (const json::exception& e) {
       throw CheckpointError(detail::str_cat(
           "checkpoint ", manifest_path, " is not valid JSON (", e.what(), ")"));
@@ -295,16 +343,23 @@ Checkpoint load_checkpoint(const std::string& dir) {
       "checkpoint ",
       manifest_path,
       " has format ",
-      m.contains("format") ? m["format"].dump() : std::string("(missing)"),
+      m.contains("format") ? json_excerpt(m["format"])
+                           : std::string("(missing)"),
       ", expected \"",
       kCheckpointFormat,
       "\"");
   NDT_CHECK(
-      m.contains("step") && m["step"].is_number_integer(),
+      m.contains("step") && m["step"].is_number_integer() &&
+          (m["step"].is_number_unsigned()
+               ? m["step"].get<uint64_t>() <=
+                     uint64_t(std::numeric_limits<int64_t>::max())
+               : m["step"].get<int64_t>() >= 0),
       CheckpointError,
       "checkpoint ",
       manifest_path,
-      " has no integer \"step\"");
+      " has \"step\" ",
+      m.contains("step") ? json_excerpt(m["step"]) : std::string("(missing)"),
+      ", expected a non-negative integer");
   fs::path dir_path(dir);
   if (!dir_path.has_filename())
     dir_path = dir_path.parent_path();
@@ -316,7 +371,7 @@ Checkpoint load_checkpoint(const std::string& dir) {
       "checkpoint ",
       manifest_path,
       " says step ",
-      m["step"].dump(),
+      m["step"].get<int64_t>(),
       " but the directory is step-",
       dir_step.value_or(0));
   NDT_CHECK(

@@ -20,6 +20,7 @@
 #include <variant>
 
 #include "base/check.h"
+#include "io/untrusted.h"
 
 namespace ndt {
 
@@ -379,6 +380,7 @@ constexpr Key kKeys[] = {
     {"train.batch_size", field<&TrainConfig::batch_size>, at_least(1)},
     {"train.seed", field<&TrainConfig::seed>, at_least(0)},
     {"train.resume", field<&TrainConfig::resume>},
+    {"train.overwrite", field<&TrainConfig::overwrite>},
     {"train.log_every", field<&TrainConfig::log_every>, at_least(1)},
     {"train.eval_every", field<&TrainConfig::eval_every>, at_least(0)},
     {"train.eval_samples", field<&TrainConfig::eval_samples>, at_least(0)},
@@ -523,8 +525,12 @@ std::string unknown_key_message(std::string_view name) {
     }
   }
 
-  std::string out =
-      str_cat("unknown config ", dotted ? "key" : "section", " '", name, "'");
+  std::string out = str_cat(
+      "unknown config ",
+      dotted ? "key" : "section",
+      " '",
+      printable(name),
+      "'");
   if (!best.empty())
     return str_cat(out, "; did you mean '", best, "'?");
   std::string_view section = section_of(name);
@@ -552,16 +558,35 @@ std::string_view plain_text(const YAML::Node& node) {
 }
 
 // The value as it appears in a message: 'abc', '"100"', '[1, x]', null.
+// Whether `node` nests more than `levels` sequences/maps deep.
+bool deeper_than(const YAML::Node& node, int levels) {
+  if (!node.IsSequence() && !node.IsMap())
+    return false;
+  if (levels == 0)
+    return true;
+  for (const auto& item : node) {
+    if (node.IsMap() ? deeper_than(item.first, levels - 1) ||
+                           deeper_than(item.second, levels - 1)
+                     : deeper_than(item, levels - 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string describe(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull())
     return "null";
   if (node.IsScalar()) {
-    return is_plain_scalar(node) ? str_cat("'", node.Scalar(), "'")
-                                 : str_cat("'\"", node.Scalar(), "\"'");
+    return is_plain_scalar(node)
+               ? str_cat("'", printable(node.Scalar(), 120), "'")
+               : str_cat("'\"", printable(node.Scalar(), 120), "\"'");
   }
+  if (deeper_than(node, 8))
+    return node.IsMap() ? "a deeply nested map" : "a deeply nested list";
   YAML::Emitter out;
   out << YAML::Flow << node;
-  return str_cat("'", out.c_str(), "'");
+  return str_cat("'", printable(out.c_str(), 120), "'");
 }
 
 std::string type_message(
@@ -684,7 +709,7 @@ void read(const Key& key, const YAML::Node& node, std::string& out) {
       key.name,
       "' names a directory: it must match [A-Za-z0-9_.-]+ and not be . or "
       "..; got '",
-      s,
+      printable(s),
       "'");
   out = std::move(s);
 }
@@ -1118,24 +1143,31 @@ void apply_override(YAML::Node& root, const std::string& text) {
       eq != std::string::npos,
       ConfigError,
       "override '",
-      text,
+      printable(text),
       "' must be key=value, e.g. optim.lr=0.001");
   std::string_view name = trim(std::string_view(text).substr(0, eq));
   NDT_CHECK(
-      !name.empty(), ConfigError, "override '", text, "' has an empty key");
+      !name.empty(),
+      ConfigError,
+      "override '",
+      printable(text),
+      "' has an empty key");
   NDT_CHECK(
       find_key(name) != nullptr,
       ConfigError,
       unknown_key_message(name),
       " (override '",
-      text,
+      printable(text),
       "')");
   YAML::Node value;
   try {
     value = YAML::Load(text.substr(eq + 1));
   } catch (const YAML::Exception& e) {
-    throw ConfigError(
-        str_cat("override '", text, "': the value is not valid YAML: ", e.msg));
+    throw ConfigError(str_cat(
+        "override '",
+        printable(text),
+        "': the value is not valid YAML: ",
+        e.msg));
   }
   std::string section(section_of(name));
   check_section(section, root[section]);
@@ -1146,19 +1178,25 @@ void apply_override(YAML::Node& root, const std::string& text) {
 
 // JSON -> YAML node tree for config_from_node. Strings become quoted
 // scalars so that {"steps": "100"} is rejected as it would be in YAML.
-YAML::Node yaml_from_json(const nlohmann::json& j) {
+YAML::Node yaml_from_json(const nlohmann::json& j, int depth = 0) {
   using Type = nlohmann::json::value_t;
+  NDT_CHECK(
+      depth <= kMaxJsonDepth,
+      ConfigError,
+      "config JSON nests deeper than ",
+      kMaxJsonDepth,
+      " levels");
   switch (j.type()) {
     case Type::object: {
       YAML::Node out(YAML::NodeType::Map);
       for (const auto& [k, v] : j.items())
-        out[k] = yaml_from_json(v);
+        out[k] = yaml_from_json(v, depth + 1);
       return out;
     }
     case Type::array: {
       YAML::Node out(YAML::NodeType::Sequence);
       for (const auto& v : j)
-        out.push_back(yaml_from_json(v));
+        out.push_back(yaml_from_json(v, depth + 1));
       return out;
     }
     case Type::string: {

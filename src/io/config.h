@@ -64,6 +64,9 @@ struct TrainConfig {
   int64_t batch_size = 128;  // train.batch_size >= 1 (the global batch)
   uint64_t seed = 1;         // train.seed >= 0
   std::string resume;        // train.resume: checkpoint dir, "latest", or empty
+  bool overwrite = false;    // train.overwrite: a fresh run (no resume) may
+                             // replace a previous run's checkpoints and
+                             // metrics in its run dir
   int64_t log_every = 50;    // train.log_every >= 1
   int64_t eval_every = 0;    // train.eval_every >= 0 (0: only at the end)
   int64_t eval_samples = 0;  // train.eval_samples >= 0 (0: whole eval set)

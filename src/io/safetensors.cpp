@@ -15,6 +15,7 @@
 
 #include "base/check.h"
 #include "io/atomic_file.h"
+#include "io/untrusted.h"
 
 namespace ndt {
 namespace {
@@ -30,6 +31,8 @@ static_assert(
 // the cap bounds what a corrupt length field can make us allocate.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr uint64_t kElemBytes = 4;  // F32 and I32
+// No tensor ndtrain handles has more; bounds the work and messages.
+constexpr size_t kMaxDims = 16;
 
 const char* dtype_name(DType dtype) {
   return dtype == DType::kF32 ? "F32" : "I32";
@@ -131,6 +134,17 @@ json parse_header(const std::string& text, const Invalid& invalid) {
   if (size_t nul = text.find('\0'); nul != std::string::npos) {
     invalid.fail("header holds a NUL byte at offset ", nul);
   }
+  // Deep nesting would overflow the stack of anything that walks the value
+  // recursively (dump, copy, compare).
+  if (size_t deep = json_depth_exceeded_at(text, kMaxJsonDepth);
+      deep != std::string::npos) {
+    invalid.fail(
+        "header nests JSON deeper than ",
+        kMaxJsonDepth,
+        " levels (at byte ",
+        deep,
+        " of the header)");
+  }
   json header;
   try {
     header = json::parse(text, cb);
@@ -139,8 +153,8 @@ json parse_header(const std::string& text, const Invalid& invalid) {
   }
   if (!dup.empty()) {
     if (dup_level == 1)
-      invalid.fail("duplicate tensor name '", dup, "'");
-    invalid.fail("duplicate key '", dup, "' in the header");
+      invalid.fail("duplicate tensor name '", printable(dup), "'");
+    invalid.fail("duplicate key '", printable(dup), "' in the header");
   }
   if (!header.is_object()) {
     invalid.fail("header is not a JSON object but ", header.type_name());
@@ -167,17 +181,18 @@ Entry parse_entry(
     const Invalid& invalid) {
   Entry e;
   e.name = name;
+  const std::string shown = printable(name);
   if (!v.is_object()) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': entry is ",
         v.type_name(),
         ", expected an object with dtype, shape, data_offsets");
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!v.contains(field)) {
-      invalid.fail("tensor '", name, "' has no \"", field, "\"");
+      invalid.fail("tensor '", shown, "' has no \"", field, "\"");
     }
   }
 
@@ -185,7 +200,7 @@ Entry parse_entry(
   if (!dtype.is_string()) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': dtype is ",
         dtype.type_name(),
         ", expected a string");
@@ -198,9 +213,9 @@ Entry parse_entry(
   } else {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "' has unsupported dtype '",
-        dtype_str,
+        printable(dtype_str),
         "' (supported: F32, I32)");
   }
 
@@ -208,10 +223,20 @@ Entry parse_entry(
   if (!shape.is_array()) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': shape is ",
         shape.type_name(),
         ", expected an array of non-negative integers");
+  }
+  if (shape.size() > kMaxDims) {
+    invalid.fail(
+        "tensor '",
+        shown,
+        "': shape has ",
+        shape.size(),
+        " dims, at most ",
+        kMaxDims,
+        " are supported");
   }
   // Product of the non-zero dims, so that shape_numel() cannot overflow.
   uint64_t nonzero_product = 1;
@@ -221,11 +246,11 @@ Entry parse_entry(
     if (!get_size(d, &dim)) {
       invalid.fail(
           "tensor '",
-          name,
+          shown,
           "': shape ",
-          shape.dump(),
+          json_excerpt(shape),
           " holds ",
-          d.dump(),
+          json_excerpt(d),
           ", not a non-negative integer");
     }
     e.shape.push_back(static_cast<int64_t>(dim));
@@ -237,7 +262,7 @@ Entry parse_entry(
             static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
                 kElemBytes) {
       invalid.fail(
-          "tensor '", name, "': shape ", shape.dump(), " is too large");
+          "tensor '", shown, "': shape ", json_excerpt(shape), " is too large");
     }
   }
   uint64_t need_bytes = has_zero ? 0 : nonzero_product * kElemBytes;
@@ -247,15 +272,15 @@ Entry parse_entry(
       !get_size(offsets[0], &e.begin) || !get_size(offsets[1], &e.end)) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': data_offsets ",
-        offsets.dump(),
+        json_excerpt(offsets),
         " is not a pair [begin, end] of non-negative integers");
   }
   if (e.begin > e.end) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': data_offsets [",
         e.begin,
         ", ",
@@ -265,7 +290,7 @@ Entry parse_entry(
   if (e.end > buffer_bytes) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': data_offsets [",
         e.begin,
         ", ",
@@ -277,7 +302,7 @@ Entry parse_entry(
   if (e.end - e.begin != need_bytes) {
     invalid.fail(
         "tensor '",
-        name,
+        shown,
         "': shape ",
         shape_str(e.shape),
         " of ",
@@ -306,7 +331,7 @@ void parse_metadata(
     if (!value.is_string()) {
       invalid.fail(
           "__metadata__ value for '",
-          key,
+          printable(key),
           "' is ",
           value.type_name(),
           ", expected a string");
@@ -494,13 +519,13 @@ SafetensorsFile read_safetensors(const std::string& path) {
     if (e.begin < covered) {
       invalid.fail(
           "tensor '",
-          e.name,
+          printable(e.name),
           "' data_offsets [",
           e.begin,
           ", ",
           e.end,
           "] overlap tensor '",
-          prev->name,
+          printable(prev->name),
           "' [",
           prev->begin,
           ", ",
@@ -512,7 +537,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
           "gap of ",
           e.begin - covered,
           " unused bytes in the data buffer before tensor '",
-          e.name,
+          printable(e.name),
           "' (offset ",
           covered,
           ")");

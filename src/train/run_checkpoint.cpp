@@ -1,9 +1,12 @@
 #include "train/run_checkpoint.h"
 
+#include <cmath>
 #include <map>
+#include <vector>
 
 #include "base/check.h"
 #include "io/checkpoint.h"
+#include "io/untrusted.h"
 
 namespace ndt {
 namespace {
@@ -64,6 +67,80 @@ bool writes_stage(Mesh& mesh) {
       return false;
   }
   return true;
+}
+
+// A checkpoint tensor as training uses it: F32 and finite.
+void check_tensor_values(
+    const Tensor& t, const std::string& name, const std::string& dir) {
+  NDT_CHECK(
+      t.dtype() == DType::kF32,
+      CheckpointError,
+      "checkpoint ",
+      dir,
+      " tensor '",
+      name,
+      "' has dtype I32; parameters and optimizer states must be F32");
+  const float* p = t.data();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    NDT_CHECK(
+        std::isfinite(p[i]),
+        CheckpointError,
+        "checkpoint ",
+        dir,
+        " tensor '",
+        name,
+        "' holds ",
+        p[i],
+        " at element ",
+        i,
+        "; a checkpoint must hold finite values");
+  }
+}
+
+// Settings that change what a run computes. Resuming under different
+// values would silently continue another run; layout and bookkeeping
+// settings (parallel.*, train.steps, logging, run.*) may change.
+void check_same_run(
+    const Config& config, const Config& saved, const std::string& dir) {
+  const nlohmann::json want = config_to_json(config);
+  const nlohmann::json have = config_to_json(saved);
+  std::vector<std::string> differ;
+  for (const char* section : {"model", "data", "optim"}) {
+    for (const auto& [leaf, value] : have[section].items()) {
+      if (want[section][leaf] != value) {
+        differ.push_back(detail::str_cat(
+            section,
+            ".",
+            leaf,
+            ": checkpoint ",
+            json_excerpt(value),
+            ", config ",
+            json_excerpt(want[section][leaf])));
+      }
+    }
+  }
+  for (const char* leaf : {"seed", "batch_size"}) {
+    if (want["train"][leaf] != have["train"][leaf]) {
+      differ.push_back(detail::str_cat(
+          "train.",
+          leaf,
+          ": checkpoint ",
+          have["train"][leaf].dump(),
+          ", config ",
+          want["train"][leaf].dump()));
+    }
+  }
+  if (differ.empty())
+    return;
+  std::string list;
+  for (const std::string& d : differ)
+    list += "\n  " + d;
+  throw ConfigError(detail::str_cat(
+      "cannot resume from checkpoint ",
+      dir,
+      ": it was trained with other settings (resuming needs the same "
+      "model, data, optim, train.seed and train.batch_size):",
+      list));
 }
 
 }  // namespace
@@ -154,33 +231,49 @@ int64_t load_run_checkpoint(
     const Config& config, const std::string& dir, Engine& engine) {
   Checkpoint ck = load_checkpoint(dir);
   const nlohmann::json& m = ck.manifest;
+  const std::string manifest = dir + "/manifest.json";
   NDT_CHECK(
-      m.contains("config") && m.contains("optimizer"),
+      m.contains("config") && m["config"].is_object(),
       CheckpointError,
       "checkpoint ",
-      dir,
-      ": manifest.json lacks config or optimizer");
-  Config saved = config_from_json(m["config"]);
-  nlohmann::json want = config_to_json(config);
-  nlohmann::json have = config_to_json(saved);
+      manifest,
+      " has no \"config\" object");
   NDT_CHECK(
-      want["model"] == have["model"],
-      ConfigError,
+      m.contains("optimizer") && m["optimizer"].is_object() &&
+          m["optimizer"].contains("step") &&
+          m["optimizer"]["step"].is_number_integer(),
+      CheckpointError,
       "checkpoint ",
-      dir,
-      " holds model ",
-      have["model"].dump(),
-      " but the config asks for ",
-      want["model"].dump());
+      manifest,
+      " has no integer \"optimizer\": {\"step\": n}");
+  // load_checkpoint checked "step" >= 0. The optimizer takes one step per
+  // training step, so the two counts agree in every checkpoint written.
+  const int64_t step = m["step"].get<int64_t>();
+  const nlohmann::json& opt_step = m["optimizer"]["step"];
+  const bool same_step = opt_step.is_number_unsigned()
+                             ? opt_step.get<uint64_t>() == uint64_t(step)
+                             : opt_step.get<int64_t>() == step;
   NDT_CHECK(
-      saved.train.batch_size == config.train.batch_size,
-      ConfigError,
+      same_step,
+      CheckpointError,
       "checkpoint ",
-      dir,
-      " was trained with train.batch_size=",
-      saved.train.batch_size,
-      "; resuming needs the same value, got ",
-      config.train.batch_size);
+      manifest,
+      " has optimizer.step ",
+      json_excerpt(opt_step),
+      " but step ",
+      step,
+      "; they must be equal");
+  Config saved;
+  try {
+    saved = config_from_json(m["config"]);
+  } catch (const ConfigError& e) {
+    throw CheckpointError(detail::str_cat(
+        "checkpoint ",
+        manifest,
+        " stores an invalid config (not your config file): ",
+        e.what()));
+  }
+  check_same_run(config, saved, dir);
   std::map<std::string, const Tensor*> tensors;
   for (const NamedTensor& t : ck.model)
     tensors[t.name] = &t.tensor;
@@ -204,6 +297,7 @@ int64_t load_run_checkpoint(
         " lacks tensor '",
         info.name,
         "'");
+    check_tensor_values(*it->second, info.name, dir);
     NDT_CHECK(
         it->second->shape() == info.shape,
         CheckpointError,
@@ -239,6 +333,7 @@ int64_t load_run_checkpoint(
           ": optimizer state is missing '",
           name,
           "'");
+      check_tensor_values(*it->second, name, dir);
       NDT_CHECK(
           it->second->shape() == params[i]->layout.global_shape,
           CheckpointError,
@@ -253,9 +348,8 @@ int64_t load_run_checkpoint(
       state.emplace_back(name, params[i]->layout.take_local(*it->second));
     }
   }
-  engine.optimizer().load_state(
-      state, m.at("optimizer").at("step").get<int64_t>());
-  return m.at("step").get<int64_t>();
+  engine.optimizer().load_state(state, step);
+  return step;
 }
 
 }  // namespace ndt

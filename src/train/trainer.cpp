@@ -1,9 +1,12 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include "base/check.h"
 #include "comm/self_process_group.h"
 #include "io/checkpoint.h"
+#include "io/untrusted.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
 #include "optim/grad_norm.h"
@@ -55,6 +59,112 @@ std::string human_duration(double s) {
   return buf;
 }
 
+// Whether `run_dir` holds what a previous run leaves behind: a checkpoint
+// step directory or a non-empty metrics.jsonl.
+bool holds_previous_run(const std::string& run_dir) {
+  std::error_code ec;
+  if (!latest_checkpoint(run_dir + "/checkpoints").empty())
+    return true;
+  const std::string metrics = run_dir + "/metrics.jsonl";
+  return fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) > 0 &&
+         !ec;
+}
+
+// Checks the run directory before any data is read or memory allocated,
+// without changing anything: it is (or can be created as) a writable
+// directory, and a fresh run does not mix with a previous run's files
+// unless train.overwrite=true.
+void check_run_dir(const Config& config) {
+  const std::string dir = config.run_dir();
+  std::error_code ec;
+  // The directory, or the nearest ancestor that exists, must be a writable
+  // directory.
+  fs::path at = fs::absolute(dir, ec);
+  while (!fs::exists(fs::symlink_status(at, ec)) && at.has_relative_path() &&
+         at != at.parent_path()) {
+    at = at.parent_path();
+  }
+  NDT_CHECK(
+      fs::is_directory(at, ec),
+      ConfigError,
+      "run.dir ",
+      printable(dir),
+      " cannot be created: ",
+      printable(at.string()),
+      " is not a directory");
+  NDT_CHECK(
+      ::access(at.c_str(), W_OK | X_OK) == 0,
+      ConfigError,
+      "run.dir ",
+      printable(dir),
+      " cannot be written: ",
+      printable(at.string()),
+      ": ",
+      std::strerror(errno));
+  NDT_CHECK(
+      !config.train.resume.empty() || config.train.overwrite ||
+          !holds_previous_run(dir),
+      ConfigError,
+      "run.dir ",
+      printable(dir),
+      " already holds a previous run (checkpoints or metrics.jsonl); a "
+      "fresh run would overwrite it. Choose another run.name or run.dir, "
+      "resume it with train.resume=latest, or set train.overwrite=true to "
+      "replace it");
+}
+
+// Creates the run directory; for a fresh run with train.overwrite=true
+// removes the previous run's checkpoints and trace (metrics.jsonl is
+// truncated when opened), so that train.resume=latest can never pick up a
+// step of the replaced run.
+void prepare_run_dir(const Config& config) {
+  const std::string dir = config.run_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  NDT_CHECK(
+      !ec, Error, "cannot create run.dir ", printable(dir), ": ", ec.message());
+  if (!config.train.resume.empty() || !config.train.overwrite)
+    return;
+  fs::remove_all(dir + "/checkpoints", ec);
+  NDT_CHECK(
+      !ec,
+      Error,
+      "train.overwrite: cannot remove ",
+      printable(dir),
+      "/checkpoints: ",
+      ec.message());
+  fs::remove(dir + "/trace.json", ec);
+}
+
+// Throws naming the step and the tensor when a parameter or optimizer
+// state holds NaN or Inf, so that no checkpoint ever stores one.
+void check_finite_state(Engine& engine, int64_t step) {
+  auto check = [&](const std::string& name, const Tensor& t) {
+    if (!t.defined() || t.dtype() != DType::kF32)
+      return;
+    const float* p = t.data();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      NDT_CHECK(
+          std::isfinite(p[i]),
+          Error,
+          "training diverged: ",
+          name,
+          " holds ",
+          p[i],
+          " (element ",
+          i,
+          ") after step ",
+          step,
+          "; no checkpoint written (lower optim.lr or set "
+          "optim.clip_grad_norm)");
+    }
+  };
+  for (Parameter* p : engine.model().parameters())
+    check("parameter " + p->name, p->value);
+  for (const auto& [name, t] : engine.optimizer().state())
+    check("optimizer state " + name, t);
+}
+
 }  // namespace
 
 TrainSummary run_training(const Config& config, const TrainOptions& options) {
@@ -74,7 +184,10 @@ TrainSummary run_training(
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
 
-  // Data first: a bad path fails before the model is allocated.
+  // The run directory, then data: a bad path fails before the model is
+  // allocated or the machine is measured.
+  if (lead)
+    check_run_dir(config);
   DataSource data(config);
   Engine engine(config, data, mesh);
   Model& model = engine.model();
@@ -116,7 +229,7 @@ TrainSummary run_training(
   TrainSummary summary;
   summary.run_dir = config.run_dir();
   if (lead)
-    fs::create_directories(summary.run_dir);
+    prepare_run_dir(config);
   int64_t start = 0;
   if (!config.train.resume.empty()) {
     std::string dir = config.train.resume;
@@ -153,6 +266,22 @@ TrainSummary run_training(
         summary.run_dir,
         "/metrics.jsonl (run.dir)");
   }
+  // One JSON line; a failed write (full disk) ends the run.
+  auto write_metrics = [&](const nlohmann::json& j) {
+    if (!lead)
+      return;
+    errno = 0;
+    metrics << j.dump() << "\n";
+    metrics.flush();
+    const int err = errno;
+    NDT_CHECK(
+        metrics.good(),
+        Error,
+        "cannot write ",
+        summary.run_dir,
+        "/metrics.jsonl: ",
+        err ? std::strerror(err) : "write failed");
+  };
 
   const bool is_lm = config.model.kind == ModelKind::kGpt;
   align_trace_origin(engine.tracer(), mesh);
@@ -164,6 +293,20 @@ TrainSummary run_training(
   auto run_eval = [&](int64_t step) {
     auto t0 = Clock::now();
     EvalResult r = engine.evaluate(step);
+    NDT_CHECK(
+        r.samples > 0,
+        DataError,
+        "evaluation at step ",
+        step,
+        " saw no samples: the evaluation set is empty");
+    NDT_CHECK(
+        std::isfinite(r.loss) && (is_lm || std::isfinite(r.accuracy)),
+        Error,
+        "evaluation at step ",
+        step,
+        " gives loss ",
+        r.loss,
+        " (not finite); training stopped before writing a checkpoint");
     summary.eval_loss = r.loss;
     nlohmann::json j = {
         {"step", step}, {"eval_loss", r.loss}, {"eval_samples", r.samples}};
@@ -174,13 +317,11 @@ TrainSummary run_training(
       out << " | accuracy " << 100.0 * r.accuracy << "%";
     }
     out << " | " << r.samples << " samples in " << seconds_since(t0) << " s\n";
-    if (lead) {
-      metrics << j.dump() << "\n";
-      metrics.flush();
-    }
+    write_metrics(j);
     t_window = Clock::now();  // keep eval out of throughput
   };
   auto checkpoint = [&](int64_t step) {
+    check_finite_state(engine, step);
     std::string dir = save_run_checkpoint(config, engine, step);
     if (lead)
       summary.checkpoint = dir;
@@ -195,6 +336,14 @@ TrainSummary run_training(
         Error,
         "loss is ",
         res.loss,
+        " at step ",
+        step,
+        " (diverged: lower optim.lr or set optim.clip_grad_norm)");
+    NDT_CHECK(
+        std::isfinite(res.grad_norm),
+        Error,
+        "gradient norm is ",
+        res.grad_norm,
         " at step ",
         step,
         " (diverged: lower optim.lr or set optim.clip_grad_norm)");
@@ -242,10 +391,7 @@ TrainSummary run_training(
           {"train_seconds", train_seconds}};
       if (is_lm)
         j["tokens_per_s"] = sps * config.model.seq_len;
-      if (lead) {
-        metrics << j.dump() << "\n";
-        metrics.flush();
-      }
+      write_metrics(j);
       t_window = Clock::now();
       window_steps = 0;
     }

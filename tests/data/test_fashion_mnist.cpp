@@ -440,5 +440,13 @@ TEST(FashionMnistErrors, LabelFileWithImageMagicNamesIt) {
       dir.str(), dir.file("t10k-labels-idx1-ubyte.gz"), "wrong magic");
 }
 
+TEST(FashionMnistErrors, EmptySetNamesTheImageFile) {
+  TempDir dir("empty");
+  write_idx_gz(dir.file("t10k-images-idx3-ubyte.gz"), {0, 28, 28}, {});
+  write_idx_gz(dir.file("t10k-labels-idx1-ubyte.gz"), {0}, {});
+  expect_load_error(
+      dir.str(), dir.file("t10k-images-idx3-ubyte.gz"), "holds no images");
+}
+
 }  // namespace
 }  // namespace ndt

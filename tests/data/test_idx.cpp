@@ -198,5 +198,14 @@ TEST(Idx, TrailingGarbageNamesIt) {
   expect_data_error(dir.file("g.gz"), 1, "trailing garbage");
 }
 
+TEST(Idx, DimsWhoseProductOverflowsAreImplausible) {
+  // (2^32 - 1)^3 wraps int64; the product must be checked, not computed.
+  TempDir dir("overflow");
+  write_gz(
+      dir.file("o.gz"),
+      idx_bytes(0x08, {0xffffffffu, 0xffffffffu, 0xffffffffu}, {}));
+  expect_data_error(dir.file("o.gz"), 3, "implausible payload");
+}
+
 }  // namespace
 }  // namespace ndt

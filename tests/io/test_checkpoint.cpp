@@ -3,10 +3,12 @@
 // complete), replacement of an existing step, and detection of truncated,
 // corrupt or missing files with messages naming the file. All exact.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -239,7 +241,11 @@ TEST(Checkpoint, ListOfMissingOrEmptyRoot) {
 TEST(Checkpoint, LeftoverTempDirOfCrashedSaveIsIgnored) {
   TempDir root;
   save_checkpoint(root.str(), 20, sample_checkpoint(20));
-  int other_pid = ::getpid() == 99999 ? 99998 : 99999;
+  int other_pid = 99999;  // a pid that no process has now
+  while (other_pid == ::getpid() || ::kill(other_pid, 0) == 0 ||
+         errno == EPERM) {
+    ++other_pid;
+  }
   std::string crashed = root.sub(".step-30.tmp-" + std::to_string(other_pid));
   fs::create_directories(crashed);
   fs::copy_file(
@@ -254,11 +260,15 @@ TEST(Checkpoint, LeftoverTempDirOfCrashedSaveIsIgnored) {
       [&] { load_checkpoint(crashed); },
       {crashed, "incomplete", "manifest.json is missing"});
 
-  // A later save of the same step by another process is unaffected, and
-  // the stale dir is left alone (it may belong to a live process).
+  // A temp dir of a live process (our parent) is another save in flight:
+  // left alone. The next save removes the dead process's stale dir.
+  std::string live =
+      root.sub(".step-40.tmp-" + std::to_string(static_cast<int>(::getppid())));
+  fs::create_directories(live);
   save_checkpoint(root.str(), 30, sample_checkpoint(30));
   EXPECT_EQ(latest_checkpoint(root.str()), root.sub("step-30"));
-  EXPECT_TRUE(fs::exists(crashed));
+  EXPECT_FALSE(fs::exists(crashed));
+  EXPECT_TRUE(fs::exists(live));
 }
 
 TEST(CheckpointCorrupt, FlippedDataByteIsCrcMismatch) {

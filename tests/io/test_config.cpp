@@ -541,7 +541,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["run"].size(), 2u);
   EXPECT_EQ(j["model"].size(), 16u);
   EXPECT_EQ(j["data"].size(), 4u);
-  EXPECT_EQ(j["train"].size(), 10u);
+  EXPECT_EQ(j["train"].size(), 11u);
   EXPECT_EQ(j["optim"].size(), 18u);
   EXPECT_EQ(j["parallel"].size(), 14u);
   EXPECT_EQ(j["comm"].size(), 1u);

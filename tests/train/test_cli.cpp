@@ -105,9 +105,9 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   Result mismatch = ndtrain(base + " model.hidden=[48] train.steps=4 "
                             "train.resume=" + dir + "2/checkpoints/step-2");
   EXPECT_EQ(mismatch.code, 1);
-  EXPECT_NE(mismatch.output.find("holds model"), std::string::npos)
-      << mismatch.output;
-  EXPECT_NE(mismatch.output.find("\"hidden\":[48]"), std::string::npos)
+  EXPECT_NE(
+      mismatch.output.find("model.hidden: checkpoint [32], config [48]"),
+      std::string::npos)
       << mismatch.output;
   fs::remove_all(dir);
   fs::remove_all(dir + "2");

@@ -33,6 +33,22 @@ std::vector<bool> held_modules(
   return held;
 }
 
+int64_t stage_boundary_numel(
+    const ModelShape& shape, int m, int64_t mbs, int token_split) {
+  int64_t n = mbs;
+  for (int64_t d : shape.modules.at(m).sample_out)
+    n *= d;
+  NDT_CHECK(
+      token_split >= 1 && n % token_split == 0,
+      ConfigError,
+      "stage boundary of ",
+      n,
+      " elements does not split over ",
+      token_split,
+      " tensor-parallel ranks");
+  return n / token_split;
+}
+
 CommVolume pipeline_p2p_comm(
     const ModelShape& shape,
     const PipelineLayout& l,
@@ -43,11 +59,8 @@ CommVolume pipeline_p2p_comm(
   // Elements of the activation entering (output false) or leaving chunk c.
   auto boundary = [&](int c, bool output) {
     const ModuleRange& r = chunks.at(c);
-    int64_t n = mbs;
-    for (int64_t d : shape.modules.at(output ? r.last : r.first - 1).sample_out)
-      n *= d;
-    NDT_ASSERT(n % token_split == 0, n, " over ", token_split);
-    return n / token_split;
+    return stage_boundary_numel(
+        shape, output ? r.last : r.first - 1, mbs, token_split);
   };
   const Schedule s = make_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
   CommVolume v;

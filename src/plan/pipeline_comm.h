@@ -43,6 +43,12 @@ std::vector<ModuleRange> pipeline_chunks(
 std::vector<bool> held_modules(
     const ModelShape& shape, const PipelineLayout& l, int rank);
 
+// Elements one send / recv moves per micro-batch across the stage boundary
+// after module m: the activation (forward) or its gradient (backward),
+// mbs x module m's output per sample, divided by token_split.
+int64_t stage_boundary_numel(
+    const ModelShape& shape, int m, int64_t mbs, int token_split);
+
 // Sends and receives of one step on pipeline rank `rank`: per kSendAct /
 // kRecvAct / kSendGrad / kRecvGrad instruction of its list, one send or
 // recv of the boundary activation: mbs x the sample shape of the module

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "comm/local_process_group.h"
 #include "optim/layer_norms.h"
+#include "parallel/ddp.h"
 #include "parallel/tp1d_builder.h"
 #include "plan/ddp_comm.h"
 #include "plan/model_shape.h"
@@ -116,6 +117,30 @@ TEST(ModelShape, ThreadsDataParallelFormula) {
   EXPECT_EQ(v[OpType::kBroadcast], (OpVolume{n, numel, 4 * numel}));
   EXPECT_EQ(v[OpType::kReduce], (OpVolume{n, numel, 4 * numel}));
   EXPECT_EQ(v.total_calls(), 2 * n);
+}
+
+// The plan's DDP buckets are the run's: DistributedDataParallel on
+// run_local(2) builds its buckets over the same (serial) GPT, for one
+// bucket, several, and one per parameter; exact. (The step tests cover
+// sharded and pipeline-held parameter lists through the ledger.)
+TEST(ModelShape, DdpBucketsAreTheRunsBuckets) {
+  for (int64_t bytes : {int64_t{4} << 20, int64_t{16} << 10, int64_t{1}}) {
+    std::vector<std::vector<int64_t>> got(2);
+    run_local(2, [&](ProcessGroup& pg) {
+      SerialBuilder b;
+      auto model = build_gpt(gpt_options(), b);
+      DistributedDataParallel ddp(*model, pg, bytes);
+      for (const Bucket& bk : ddp.buckets())
+        got[pg.rank()].push_back(bk.numel);
+    });
+    const std::vector<int64_t> want =
+        ddp_bucket_numels(gpt_shape(gpt_options(), 1), {}, bytes);
+    EXPECT_EQ(got[0], want) << bytes << " bytes";
+    EXPECT_EQ(got[1], want) << bytes << " bytes";
+    if (bytes < (int64_t{4} << 20)) {
+      EXPECT_GT(want.size(), 2u) << bytes << " bytes: several buckets";
+    }
+  }
 }
 
 }  // namespace

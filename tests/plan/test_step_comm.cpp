@@ -1,5 +1,5 @@
 // The plan's per-step volumes (plan/step_comm.h) and model-state memory
-// (plan/memory.h) against a real training step: every rank of the layout
+// (plan/rank_memory.h) against a real training step: every rank of the layout
 // is a thread of run_local (LocalProcessGroup), builds the mesh the way
 // `ndtrain train` does (axes dp, pp, tp), constructs an Engine on
 // synthetic data and runs one Engine::step(); each group's CommLedger,
@@ -25,7 +25,7 @@
 #include "comm/local_process_group.h"
 #include "comm/mesh.h"
 #include "plan/ddp_comm.h"
-#include "plan/memory.h"
+#include "plan/rank_memory.h"
 #include "plan/model_shape.h"
 #include "plan/pipeline_comm.h"
 #include "plan/step_comm.h"

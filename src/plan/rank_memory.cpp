@@ -1,4 +1,4 @@
-#include "plan/memory.h"
+#include "plan/rank_memory.h"
 
 #include "base/check.h"
 #include "plan/pipeline_comm.h"

@@ -1,8 +1,9 @@
 // tp_comm_bench: communication volume of 1D (Megatron) tensor parallelism,
 // counted by the process group (CommLedger, Note [Comm ledger] in
-// comm/process_group.h) against the volume derived by hand from
-// ALGORITHMS.md 2.0. Run under `mpirun -np P` (bench/tp.sh); tp = P = the
-// world size, the tp group is the world group.
+// comm/process_group.h) against the analytic volume of the plan library
+// (plan/tp1d_comm.h, ALGORITHMS.md 2.0; ctest checks the same formulas on
+// the threads backend, tests/plan). Run under `mpirun -np P` (bench/tp.sh);
+// tp = P = the world size, the tp group is the world group.
 //
 // Each case is built with Tp1dBuilder exactly as the models build it, in
 // both modes (split=no: replicated activations; split=seq: Megatron
@@ -54,6 +55,9 @@
 #include "nn/model.h"
 #include "nn/transformer_block.h"
 #include "parallel/tp1d_builder.h"
+#include "plan/comm_volume.h"
+#include "plan/model_shape.h"
+#include "plan/tp1d_comm.h"
 #include "tensor/rng.h"
 
 namespace ndt {
@@ -65,214 +69,54 @@ constexpr int64_t kB = 16, kT = 128, kC = 192, kF = 768, kHeads = 4;
 constexpr int64_t kV = 256, kL = 4, kN = kB * kT;
 constexpr uint64_t kSeed = 1;
 
-// ---- Analytic volume
+// ---- Analytic volume: the plan library (plan/tp1d_comm.h)
 // ---------------------------------------------------------------------------
 
-// One operation type's expected (or measured) volume on one rank.
-struct OpVolume {
-  int64_t calls = 0;
-  int64_t elements = 0;
-  int64_t bytes = 0;
-};
-
-// Volume per OpType (indexed by static_cast<int>(OpType)).
-struct Volume {
-  OpVolume op[kNumOpTypes];
-
-  OpVolume& operator[](OpType t) {
-    return op[static_cast<int>(t)];
-  }
-  const OpVolume& operator[](OpType t) const {
-    return op[static_cast<int>(t)];
-  }
-  // Adds `calls` operations of `elements` each (element_bytes per element).
-  Volume& add(
-      OpType t, int64_t calls, int64_t elements, int64_t element_bytes = 4) {
-    OpVolume& v = (*this)[t];
-    v.calls += calls;
-    v.elements += calls * elements;
-    v.bytes += calls * elements * element_bytes;
-    return *this;
-  }
-  Volume& operator+=(const Volume& o) {
-    for (int i = 0; i < kNumOpTypes; ++i) {
-      op[i].calls += o.op[i].calls;
-      op[i].elements += o.op[i].elements;
-      op[i].bytes += o.op[i].bytes;
-    }
-    return *this;
-  }
-};
-
-Volume operator+(Volume a, const Volume& b) {
-  a += b;
-  return a;
-}
-
-Volume times(int64_t k, const Volume& v) {
-  Volume out;
-  for (int i = 0; i < kNumOpTypes; ++i) {
-    out.op[i].calls = k * v.op[i].calls;
-    out.op[i].elements = k * v.op[i].elements;
-    out.op[i].bytes = k * v.op[i].bytes;
-  }
-  return out;
-}
+// The volume per OpType on one rank, in the ledger's units
+// (plan/comm_volume.h); forward and backward of a case.
+using Volume = CommVolume;
+using Passes = PassVolume;
 
 constexpr OpType kAR = OpType::kAllReduce;
 constexpr OpType kRS = OpType::kReduceScatter;
 constexpr OpType kAG = OpType::kAllGather;
 
-// Forward and backward volume of one case.
-struct Passes {
-  Volume fwd, bwd;
-};
-
-Passes operator+(const Passes& a, const Passes& b) {
-  return {a.fwd + b.fwd, a.bwd + b.bwd};
+GptOptions gpt_options() {
+  GptOptions o;
+  o.vocab = static_cast<int>(kV);
+  o.seq_len = static_cast<int>(kT);
+  o.dim = static_cast<int>(kC);
+  o.depth = static_cast<int>(kL);
+  o.heads = static_cast<int>(kHeads);
+  o.mlp_dim = static_cast<int>(kF);
+  return o;
 }
 
-Passes times(int64_t k, const Passes& p) {
-  return {times(k, p.fwd), times(k, p.bwd)};
-}
-
-// The f / g pair of ALGORITHMS.md 2.0 at the input of a column-parallel
-// layer of width `width` (its input features) on N tokens.
-//   no split: f = copy: forward nothing; backward one all-reduce of dX,
-//             the whole [N, width] (each rank holds a partial over its
-//             output columns).
-//   seq:      f = all-gather along the tokens: forward all-gather of
-//             [N/P, width] per rank; backward reduce-scatter of dX into
-//             [N/P, width] per rank.
-Passes column_input(bool seq, int64_t P, int64_t N, int64_t width) {
-  Passes p;
-  if (!seq) {
-    p.bwd.add(kAR, 1, N * width);
-  } else {
-    p.fwd.add(kAG, 1, N * width / P);
-    p.bwd.add(kRS, 1, N * width / P);
-  }
-  return p;
-}
-
-// Megatron-SP parameter-gradient sums: a parameter that stays replicated
-// inside the sequence-split region (LayerNorm weight and bias, the bias of
-// a row-parallel layer, added after the reduce-scatter) sees only this
-// rank's N/P tokens in backward, so its gradient is a partial sum over tp
-// and needs an all-reduce of its size (Megatron does this once per step in
-// finalize_model_grads; ndtrain does it in each backward call, one
-// all-reduce per layer). None without split (every rank sees all tokens).
-Passes sp_param_grad_sum(bool seq, int64_t params) {
-  Passes p;
-  if (seq)
-    p.bwd.add(kAR, 1, params);
-  return p;
-}
-
-// The f / g pair at the output of a row-parallel layer of width `width`
-// (its output features).
-//   no split: g = all-reduce: forward one all-reduce of Y [N, width];
-//             backward nothing. The bias is added after the reduce.
-//   seq:      g = reduce-scatter along the tokens: forward [N/P, width]
-//             per rank; backward all-gather of dY [N/P, width] per rank,
-//             plus the bias gradient sum (sp_param_grad_sum, [width]).
-Passes row_output(bool seq, int64_t P, int64_t N, int64_t width, bool bias) {
-  Passes p;
-  if (!seq) {
-    p.fwd.add(kAR, 1, N * width);
-  } else {
-    p.fwd.add(kRS, 1, N * width / P);
-    p.bwd.add(kAG, 1, N * width / P);
-  }
-  return p + sp_param_grad_sum(seq, bias ? width : 0);
-}
-
-// LayerNorm over C: replicated, no communication; with split its [2C]
-// parameter gradient is summed over tp.
-Passes layernorm(bool seq, int64_t C) {
-  return sp_param_grad_sum(seq, 2 * C);
-}
-
-// Column-parallel linear C -> F (fc1): only its input region.
-Passes column_linear(bool seq, int64_t P) {
-  return column_input(seq, P, kN, kC);
-}
-
-// Row-parallel linear F -> C with bias (fc2): only its output region.
-Passes row_linear(bool seq, int64_t P) {
-  return row_output(seq, P, kN, kC, /*bias=*/true);
-}
-
-// MLP pair fc1 (column) -> fc2 (row): "one all-reduce in forward and one
-// in backward per block" (no split), or all-gather + reduce-scatter each
-// way (seq) — the activations between the two stay sharded, uncounted.
-Passes mlp_pair(bool seq, int64_t P) {
-  return column_linear(seq, P) + row_linear(seq, P);
-}
-
-// Attention half: qkv (column, C -> 3C, split by heads) -> attention core
-// on the local heads (no communication) -> proj (row, C -> C, bias).
-Passes attention(bool seq, int64_t P) {
-  return column_input(seq, P, kN, kC) + row_output(seq, P, kN, kC, true);
-}
-
-// Pre-LN transformer block: ln1, attention, ln2, MLP. Dropout (p = 0 here;
-// any p with split: the mask of my tokens) and the residual adds are per
-// token: no communication.
-Passes block(bool seq, int64_t P) {
-  return layernorm(seq, kC) + attention(seq, P) + layernorm(seq, kC) +
-         mlp_pair(seq, P);
-}
-
-// Vocabulary-parallel embedding (Megatron VocabParallelEmbedding): each
-// rank looks up the ids in its V/P rows, zeros elsewhere; the partial
-// [N, C] rows are summed over tp (all-reduce; seq: reduce-scatter into my
-// tokens). Backward: no split, dY is replicated and each rank scatters it
-// into its own rows: nothing; seq: all-gather dY [N/P, C] per rank. The
-// replicated position table needs nothing: its gradient is computed from
-// the full dY on every rank.
-Passes embedding(bool seq, int64_t P) {
-  Passes p;
-  if (!seq) {
-    p.fwd.add(kAR, 1, kN * kC);
-  } else {
-    p.fwd.add(kRS, 1, kN * kC / P);
-    p.bwd.add(kAG, 1, kN * kC / P);
-  }
-  return p;
-}
-
-// Vocabulary-parallel cross-entropy on [N, V/P] logits (Megatron
-// vocab_parallel_cross_entropy: all-reduce max [N], predicted logit [N],
-// sum of exp [N], all fp32, 3 calls). The design documented in
-// parallel/tp1d_lm_head.h fuses the sum of exp and the target logit into
-// one fp64 all-reduce of [2N] and, for the accuracy statistic LossStats::
-// correct, adds the argmax over the vocabulary shards as a max of the
-// best probability [N] (fp32) then of -index [N] (fp64):
-//   max [N] fp32 + sum [2N] fp64 + max [N] fp32 + max [N] fp64
-//   = 4 calls, 5N elements, 32N bytes (Megatron's loss alone: 3N, 12N).
-// Backward: nothing (each rank's softmax block is local).
-Passes vocab_cross_entropy(int64_t N) {
-  Passes p;
-  p.fwd.add(kAR, 1, N, 4);      // row max
-  p.fwd.add(kAR, 1, 2 * N, 8);  // sum of exp, target logit (fp64)
-  p.fwd.add(kAR, 1, N, 4);      // best probability (correct)
-  p.fwd.add(kAR, 1, N, 8);      // -argmax index (correct)
-  return p;
-}
-
-// LM head: LayerNorm (replicated; seq: my tokens, grads summed), the
-// vocabulary projection as a column-parallel layer without bias (its input
-// region: column_input over C), and the vocab-parallel cross-entropy.
-Passes lm_head(bool seq, int64_t P) {
-  return layernorm(seq, kC) + column_input(seq, P, kN, kC) +
-         vocab_cross_entropy(kN);
-}
-
-// Whole GPT, one micro-batch (= one step at grad_accum 1): embedding,
-// L blocks, LM head.
-Passes gpt(bool seq, int64_t P) {
-  return embedding(seq, P) + times(kL, block(seq, P)) + lm_head(seq, P);
+// The plan's prediction for a case: the layer's formula on N = B T
+// tokens, or for the whole GPT the sum over its modules (embedding, L
+// blocks, LM head) of one micro-batch of B samples.
+Passes analytic(const std::string& name, bool seq, int64_t P) {
+  const Tp1dLayout l{static_cast<int>(P), seq};
+  if (name == "column")
+    return column_linear_comm(l, kN, kC);  // fc1: C -> F
+  if (name == "row")
+    return row_linear_comm(l, kN, kC, /*bias=*/true);  // fc2: F -> C
+  if (name == "mlp")
+    return mlp_comm(l, kN, kC);
+  if (name == "attention")
+    return attention_comm(l, kN, kC);
+  if (name == "block")
+    return transformer_block_comm(l, kN, kC);
+  if (name == "embedding")
+    return vocab_embedding_comm(l, kN, kC);
+  if (name == "lm_head")
+    return vocab_lm_head_comm(l, kN, kC);
+  NDT_ASSERT(name == "gpt", "unknown case ", name);
+  const ModelShape shape = gpt_shape(gpt_options(), static_cast<int>(P));
+  Passes total;
+  for (int m = 0; m < shape.num_modules(); ++m)
+    total = total + module_comm(shape, m, l, kB);
+  return total;
 }
 
 // ---- Measurement
@@ -477,25 +321,6 @@ std::pair<Volume, Volume> run_case(
   }
   NDT_ASSERT(false, "unknown case ", name);
   return {};
-}
-
-Passes analytic(const std::string& name, bool seq, int64_t P) {
-  if (name == "column")
-    return column_linear(seq, P);
-  if (name == "row")
-    return row_linear(seq, P);
-  if (name == "mlp")
-    return mlp_pair(seq, P);
-  if (name == "attention")
-    return attention(seq, P);
-  if (name == "block")
-    return block(seq, P);
-  if (name == "embedding")
-    return embedding(seq, P);
-  if (name == "lm_head")
-    return lm_head(seq, P);
-  NDT_ASSERT(name == "gpt");
-  return gpt(seq, P);
 }
 
 // Relative error of one measured quantity; analytic 0 with a non-zero

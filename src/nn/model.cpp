@@ -1,10 +1,6 @@
 #include "nn/model.h"
 
-#include <cmath>
-
 #include "base/check.h"
-#include "nn/embedding.h"
-#include "nn/transformer_block.h"
 
 namespace ndt {
 
@@ -161,44 +157,7 @@ void Model::forward_eval(
   ctx.clear();
 }
 
-std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
-  auto m = std::make_unique<Model>();
-  m->kind = "mlp";
-  m->embed = std::make_unique<Flatten>();
-  int in = o.inputs;
-  m->sample_shapes.push_back({in});
-  double flops = 0;
-  for (size_t i = 0; i < o.hidden.size(); ++i) {
-    std::string name = "layers." + std::to_string(i);
-    m->blocks.push_back(b.linear(
-        name,
-        in,
-        o.hidden[i],
-        true,
-        o.act,
-        LinearRole::kReplicated,
-        1.0f / std::sqrt(float(in))));
-    m->sample_shapes.push_back({o.hidden[i]});
-    if (o.dropout > 0) {
-      m->blocks.push_back(b.dropout(name + ".drop", o.dropout));
-      m->sample_shapes.push_back({o.hidden[i]});
-    }
-    flops += 6.0 * in * o.hidden[i];
-    in = o.hidden[i];
-  }
-  ClassifierHeadOptions h;
-  h.dim = in;
-  h.classes = o.classes;
-  h.layernorm = false;
-  h.pool = HeadPool::kNone;
-  h.init_std = 1.0f / std::sqrt(float(in));
-  m->head = b.classifier_head(h);
-  flops += 6.0 * in * o.classes;
-  m->flops_per_sample = flops;
-  return m;
-}
-
-namespace {
+namespace detail {
 
 // Training FLOPs per token of `depth` blocks with `T` tokens (3x forward):
 // 2 per multiply-add; attention scores and weighted sum are 2*T*C each.
@@ -208,78 +167,6 @@ double transformer_flops_per_token(int depth, int C, int F, int T) {
   return 3.0 * depth * (dense + attn);
 }
 
-}  // namespace
-
-std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
-  NDT_ASSERT(o.image_size % o.patch == 0 && o.dim % o.heads == 0);
-  auto m = std::make_unique<Model>();
-  m->kind = "vit";
-  PatchEmbeddingOptions pe;
-  pe.image_size = o.image_size;
-  pe.channels = o.channels;
-  pe.patch = o.patch;
-  pe.dim = o.dim;
-  pe.cls_token = o.pool == HeadPool::kCls;
-  pe.init_std = o.init_std;
-  const int NP = (o.image_size / o.patch) * (o.image_size / o.patch);
-  const int T = NP + (pe.cls_token ? 1 : 0);
-  m->embed = b.patch_embedding(pe);
-  for (int i = 0; i < o.depth; ++i) {
-    TransformerBlockOptions t;
-    t.name = "blocks." + std::to_string(i);
-    t.dim = o.dim;
-    t.heads = o.heads;
-    t.mlp_dim = o.mlp_dim;
-    t.causal = false;
-    t.dropout = o.dropout;
-    t.init_std = o.init_std;
-    t.proj_init_std = o.init_std;
-    m->blocks.push_back(std::make_unique<TransformerBlock>(t, b));
-  }
-  m->sample_shapes.assign(1 + o.depth, Shape{T, o.dim});
-  ClassifierHeadOptions h;
-  h.dim = o.dim;
-  h.classes = o.classes;
-  h.layernorm = true;
-  h.pool = o.pool;
-  h.init_std = o.init_std;
-  m->head = b.classifier_head(h);
-  double K = double(o.channels) * o.patch * o.patch;
-  m->flops_per_sample =
-      T * transformer_flops_per_token(o.depth, o.dim, o.mlp_dim, T) +
-      6.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
-  return m;
-}
-
-std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
-  NDT_ASSERT(o.dim % o.heads == 0);
-  auto m = std::make_unique<Model>();
-  m->kind = "gpt";
-  m->embed = b.token_embedding("embed", o.vocab, o.seq_len, o.dim, o.init_std);
-  for (int i = 0; i < o.depth; ++i) {
-    TransformerBlockOptions t;
-    t.name = "blocks." + std::to_string(i);
-    t.dim = o.dim;
-    t.heads = o.heads;
-    t.mlp_dim = o.mlp_dim;
-    t.causal = true;
-    t.dropout = o.dropout;
-    t.init_std = o.init_std;
-    t.proj_init_std = o.init_std / std::sqrt(2.0f * o.depth);
-    m->blocks.push_back(std::make_unique<TransformerBlock>(t, b));
-  }
-  m->sample_shapes.assign(1 + o.depth, Shape{o.seq_len, o.dim});
-  LmHeadOptions h;
-  h.dim = o.dim;
-  h.vocab = o.vocab;
-  h.init_std = o.init_std;
-  m->head = b.lm_head(h);
-  m->loss_terms_per_sample = o.seq_len;
-  // Causal attention does half the score work; counted in full as is usual.
-  m->flops_per_sample = o.seq_len * (transformer_flops_per_token(
-                                         o.depth, o.dim, o.mlp_dim, o.seq_len) +
-                                     6.0 * o.dim * o.vocab);
-  return m;
-}
+}  // namespace detail
 
 }  // namespace ndt

@@ -6,7 +6,8 @@
 // the same Model object, and drop the modules they do not hold
 // (keep_modules), so one model definition serves every schedule.
 // build_mlp / build_vit / build_gpt make the three models of ndtrain from
-// their options through a Builder (nn/builder.h).
+// their options through a Builder (nn/builder.h); each is defined in its
+// own file (nn/mlp.cpp, nn/vit.cpp, nn/gpt.cpp).
 #pragma once
 
 #include <functional>
@@ -133,5 +134,14 @@ struct GptOptions {
 std::unique_ptr<Model> build_mlp(const MlpOptions& options, Builder& builder);
 std::unique_ptr<Model> build_vit(const VitOptions& options, Builder& builder);
 std::unique_ptr<Model> build_gpt(const GptOptions& options, Builder& builder);
+
+namespace detail {
+
+// Training FLOPs per token (3x forward) of `depth` transformer blocks of
+// width C, MLP width F and T tokens: 2 per multiply-add; attention scores
+// and weighted sum are 2*T*C each. Shared by the ViT and the GPT.
+double transformer_flops_per_token(int depth, int C, int F, int T);
+
+}  // namespace detail
 
 }  // namespace ndt

@@ -1,0 +1,48 @@
+// The MLP (README "Models"): flatten, one Linear (+ optional dropout) per
+// hidden width, a classifier head. Declared in nn/model.h.
+#include <cmath>
+#include <string>
+
+#include "nn/embedding.h"
+#include "nn/model.h"
+
+namespace ndt {
+
+std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
+  auto m = std::make_unique<Model>();
+  m->kind = "mlp";
+  m->embed = std::make_unique<Flatten>();
+  int in = o.inputs;
+  m->sample_shapes.push_back({in});
+  double flops = 0;
+  for (size_t i = 0; i < o.hidden.size(); ++i) {
+    std::string name = "layers." + std::to_string(i);
+    m->blocks.push_back(b.linear(
+        name,
+        in,
+        o.hidden[i],
+        true,
+        o.act,
+        LinearRole::kReplicated,
+        1.0f / std::sqrt(float(in))));
+    m->sample_shapes.push_back({o.hidden[i]});
+    if (o.dropout > 0) {
+      m->blocks.push_back(b.dropout(name + ".drop", o.dropout));
+      m->sample_shapes.push_back({o.hidden[i]});
+    }
+    flops += 6.0 * in * o.hidden[i];
+    in = o.hidden[i];
+  }
+  ClassifierHeadOptions h;
+  h.dim = in;
+  h.classes = o.classes;
+  h.layernorm = false;
+  h.pool = HeadPool::kNone;
+  h.init_std = 1.0f / std::sqrt(float(in));
+  m->head = b.classifier_head(h);
+  flops += 6.0 * in * o.classes;
+  m->flops_per_sample = flops;
+  return m;
+}
+
+}  // namespace ndt

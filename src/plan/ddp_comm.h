@@ -1,0 +1,49 @@
+// Analytic communication of data parallelism, per rank, in the ledger's
+// units (comm_volume.h).
+//
+// Distributed data parallel (parallel/ddp.h) all-reduces each gradient
+// bucket once per step on the dp group; the buckets are those of the pure
+// assign_buckets() (parallel/buckets.h) over the held parameters' local
+// sizes in backward order (head first; within a module, its parameters
+// in reverse), so the plan and the run cut the same buckets.
+// Single-process data parallel (parallel.dp_mode=threads) broadcasts every
+// parameter and reduces every gradient on a group of threads that
+// Engine::step creates for the step.
+//
+// Not here: the loss reduction of the engine (step_comm.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/comm_volume.h"
+#include "plan/model_shape.h"
+
+namespace ndt {
+
+// Elements of each DDP bucket, in launch order, for the modules with
+// held[m] (all when empty).
+std::vector<int64_t> ddp_bucket_numels(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes);
+
+// One step (any number of accumulated micro-batches): one fp32 all-reduce
+// per bucket. Empty for dp <= 1.
+CommVolume ddp_step_comm(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int dp,
+    int64_t bucket_bytes);
+
+// DistributedDataParallel::check_replicas_identical() at start-up: two
+// fp64 all-reduces (max, -min) of 2 values per held parameter.
+CommVolume ddp_startup_comm(
+    const ModelShape& shape, const std::vector<bool>& held, int dp);
+
+// Single-process data parallel, per replica thread and step: a broadcast
+// of every parameter from replica 0, then a reduce of every gradient to
+// it. Empty for dp <= 1.
+CommVolume threads_dp_step_comm(const ModelShape& shape, int dp);
+
+}  // namespace ndt

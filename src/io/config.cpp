@@ -411,7 +411,6 @@ constexpr Key kKeys[] = {
 
     {"parallel.dp", field<&ParallelConfig::dp>, at_least(1)},
     {"parallel.dp_mode", field<&ParallelConfig::dp_mode>},
-    {"parallel.grad_accum", field<&ParallelConfig::grad_accum>, at_least(1)},
     {"parallel.bucket_mb", field<&ParallelConfig::bucket_mb>, above(0)},
     {"parallel.pp", field<&ParallelConfig::pp>, at_least(1)},
     {"parallel.pp_chunks", field<&ParallelConfig::pp_chunks>, at_least(1)},
@@ -500,6 +499,12 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 // (train.lr -> optim.lr), is suggested; otherwise the keys of the section,
 // or the sections, are listed. `name` is "section.leaf" or a top-level name.
 std::string unknown_key_message(std::string_view name) {
+  if (name == "parallel.grad_accum") {
+    return "config key 'parallel.grad_accum' was replaced by "
+           "'parallel.microbatches': the micro-batches each replica splits "
+           "its batch into per step (gradient accumulation, with or without "
+           "a pipeline)";
+  }
   bool dotted = name.find('.') != std::string_view::npos;
   if (!dotted && is_section(name)) {
     // Only an override can name a bare section ("train=5").
@@ -857,8 +862,7 @@ void check_tensor_parallel(const Config& c) {
   }
   if (p.tp_seq) {
     const int64_t T = model_tokens(m);
-    const int64_t per_replica = p.pp > 1 ? p.microbatches : p.grad_accum;
-    const int64_t micro = c.train.batch_size / p.dp / per_replica;
+    const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
     NDT_CHECK(
         micro * T % p.tp == 0,
         ConfigError,
@@ -880,13 +884,6 @@ void check_pipeline(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.pp == 1) {
     NDT_CHECK(
-        p.microbatches == 1,
-        ConfigError,
-        "parallel.microbatches=",
-        p.microbatches,
-        " needs a pipeline (parallel.pp > 1); without one use "
-        "parallel.grad_accum");
-    NDT_CHECK(
         p.pp_chunks == 1 && p.pp_split.empty() &&
             p.recompute == Recompute::kNone,
         ConfigError,
@@ -894,15 +891,6 @@ void check_pipeline(const Config& c) {
         "pipeline (parallel.pp > 1)");
     return;
   }
-  NDT_CHECK(
-      p.grad_accum == 1,
-      ConfigError,
-      "parallel.grad_accum=",
-      p.grad_accum,
-      " with parallel.pp=",
-      p.pp,
-      ": a pipeline accumulates over parallel.microbatches; set "
-      "parallel.grad_accum=1");
   NDT_CHECK(
       p.dp_mode == DpMode::kMpi,
       ConfigError,
@@ -1031,8 +1019,7 @@ void check_cross_keys(const Config& c) {
         m.num_classes);
   }
   const ParallelConfig& p = c.parallel;
-  const int64_t per_replica = p.pp > 1 ? p.microbatches : p.grad_accum;
-  const int64_t parts = int64_t(p.dp) * per_replica;
+  const int64_t parts = int64_t(p.dp) * p.microbatches;
   NDT_CHECK(
       c.train.batch_size % parts == 0,
       ConfigError,
@@ -1041,8 +1028,8 @@ void check_cross_keys(const Config& c) {
       ") must be divisible by parallel.dp (",
       p.dp,
       ") x ",
-      p.pp > 1 ? "parallel.microbatches (" : "parallel.grad_accum (",
-      per_replica,
+      "parallel.microbatches (",
+      p.microbatches,
       ") = ",
       parts);
   check_pipeline(c);

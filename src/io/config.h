@@ -107,8 +107,6 @@ struct ParallelConfig {
   int dp = 1;                     // parallel.dp >= 1: data-parallel replicas
   DpMode dp_mode = DpMode::kMpi;  // parallel.dp_mode: mpi (one rank per
                                   // replica) | threads (one process)
-  int grad_accum =
-      1;  // parallel.grad_accum >= 1: micro-batches per step and replica
   float bucket_mb = 4.0f;  // parallel.bucket_mb > 0: gradient bucket size (MiB)
   // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
   int pp = 1;         // parallel.pp >= 1: pipeline stages (ranks per pipeline)
@@ -120,9 +118,9 @@ struct ParallelConfig {
   PipeSchedule schedule =
       PipeSchedule::kOneFOneB;  // parallel.schedule: naive | gpipe | 1f1b |
                                 // interleaved
-  int microbatches = 1;  // parallel.microbatches >= 1: pipeline micro-batches
-                         // per step and replica (pp > 1; pp = 1 uses
-                         // grad_accum)
+  int microbatches = 1;  // parallel.microbatches >= 1: micro-batches per
+                         // step and replica (gradient accumulation; the
+                         // pipeline's micro-batches when pp > 1)
   Recompute recompute = Recompute::kNone;  // parallel.recompute: none | block
                                            // (activation checkpointing, pp>1)
   // Tensor parallelism (world = dp x pp x tp):

@@ -77,9 +77,9 @@ StepComm step_comm(const Config& config, int pp_rank) {
     s.pp = pipeline_p2p_comm(shape, pl, pp_rank, mbs, p.tp_seq ? p.tp : 1);
     s.pp.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // squared grad norm
   } else {
-    const int64_t mb = divide(local, p.grad_accum, "micro-batch size");
+    const int64_t mb = divide(local, p.microbatches, "micro-batch size");
     for (int m = 0; m < shape.num_modules(); ++m)
-      s.tp += p.grad_accum * module_comm(shape, m, tp, mb).step();
+      s.tp += p.microbatches * module_comm(shape, m, tp, mb).step();
   }
 
   if (p.tp > 1) {

@@ -41,11 +41,6 @@ ScheduleKind schedule_kind(PipeSchedule s) {
   return ScheduleKind::kOneFOneB;
 }
 
-// Micro-batches per replica and step.
-int microbatches(const ParallelConfig& p) {
-  return p.pp > 1 ? p.microbatches : p.grad_accum;
-}
-
 std::string axes_text(const std::vector<MeshAxis>& axes) {
   std::string s;
   for (const MeshAxis& a : axes)
@@ -151,7 +146,7 @@ void Engine::partition_pipeline() {
   const int P = p.pp;
   if (P == 1) {
     chunks_ = {{0, model.num_modules() - 1}};
-    pipe_ = make_schedule(ScheduleKind::kNaive, 1, microbatches(p), 1);
+    pipe_ = make_schedule(ScheduleKind::kNaive, 1, p.microbatches, 1);
     return;
   }
   const int V = p.pp_chunks;
@@ -237,7 +232,7 @@ void Engine::optimizer_step() {
 StepResult Engine::step(int64_t step) {
   const int64_t B = config_.train.batch_size;
   const int64_t local = B / dp_;
-  const int M = microbatches(config_.parallel);
+  const int M = config_.parallel.microbatches;
   step_ = step;
   result_ = StepResult();
   PipelineBatch batch;

@@ -212,8 +212,8 @@ TrainSummary run_training(
   if (dp > 1 && pp == 1) {
     out << "ndtrain: data parallel, " << dp << " replicas ("
         << to_string(config.parallel.dp_mode) << "), "
-        << config.parallel.grad_accum << " micro-batch(es) of "
-        << B / dp / config.parallel.grad_accum << " per replica\n";
+        << config.parallel.microbatches << " micro-batch(es) of "
+        << B / dp / config.parallel.microbatches << " per replica\n";
   }
   if (pp > 1) {
     const ParallelConfig& p = config.parallel;

@@ -41,10 +41,10 @@ std::string layout_name(const Config& c) {
     std::snprintf(
         buf,
         sizeof buf,
-        "dp=%d (%s) grad_accum=%d",
+        "dp=%d (%s) microbatches=%d",
         p.dp,
         to_string(p.dp_mode),
-        p.grad_accum);
+        p.microbatches);
   }
   return buf;
 }
@@ -210,7 +210,7 @@ std::vector<Tensor> grads_of(Model& m) {
 // nothing else the serial run computes), and more than any layout does.
 Config floor_config(const Config& serial) {
   Config c = serial;
-  c.parallel.grad_accum = static_cast<int>(c.train.batch_size);
+  c.parallel.microbatches = static_cast<int>(c.train.batch_size);
   return c;
 }
 
@@ -256,8 +256,8 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
       << ref.model().num_parameters() << " parameters), layout "
       << layout_name(config) << " vs serial, " << steps
       << " steps, global batch " << config.train.batch_size
-      << "; noise floor: serial with grad_accum="
-      << floor_cfg.parallel.grad_accum << "\n";
+      << "; noise floor: serial with microbatches="
+      << floor_cfg.parallel.microbatches << "\n";
   VerifyReport rep;
   // Each failure once; the per-step ones in full at their first step,
   // then counted.
@@ -422,8 +422,8 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     if (!(floor_worst <= kVerifyRtol)) {
       fail_step(
           "floor",
-          "the floor run (serial, grad_accum=" +
-              std::to_string(floor_cfg.parallel.grad_accum) +
+          "the floor run (serial, microbatches=" +
+              std::to_string(floor_cfg.parallel.microbatches) +
               ") differs from the serial run" + at + " by " +
               fmt("%.2e", floor_worst) +
               " in loss, gradient norm or (step 0) a gradient");

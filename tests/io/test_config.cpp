@@ -543,7 +543,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["data"].size(), 4u);
   EXPECT_EQ(j["train"].size(), 11u);
   EXPECT_EQ(j["optim"].size(), 18u);
-  EXPECT_EQ(j["parallel"].size(), 14u);
+  EXPECT_EQ(j["parallel"].size(), 13u);
   EXPECT_EQ(j["comm"].size(), 1u);
   EXPECT_EQ(j["verify"].size(), 1u);
 
@@ -643,7 +643,7 @@ TEST(Config, ParallelCommVerifyAndLargeBatchKeys) {
       "",
       {"parallel.dp=4",
        "parallel.dp_mode=threads",
-       "parallel.grad_accum=2",
+       "parallel.microbatches=2",
        "parallel.bucket_mb=8",
        "comm.timeout_s=30",
        "verify.steps=3",
@@ -655,7 +655,7 @@ TEST(Config, ParallelCommVerifyAndLargeBatchKeys) {
        "optim.exclude_no_decay=false"});
   EXPECT_EQ(c.parallel.dp, 4);
   EXPECT_EQ(c.parallel.dp_mode, DpMode::kThreads);
-  EXPECT_EQ(c.parallel.grad_accum, 2);
+  EXPECT_EQ(c.parallel.microbatches, 2);
   EXPECT_EQ(c.parallel.bucket_mb, 8.0f);
   EXPECT_EQ(c.comm.timeout_s, 30.0f);
   EXPECT_EQ(c.verify.steps, 3);

@@ -97,11 +97,6 @@ TEST(ConfigPipeline, ValidPipelineLoads) {
 }
 
 TEST(ConfigPipeline, PipelineKeysNeedAPipeline) {
-  expect_has(
-      override_error({"parallel.microbatches=4"}),
-      {"parallel.microbatches=4",
-       "needs a pipeline (parallel.pp > 1)",
-       "parallel.grad_accum"});
   for (const char* key :
        {"parallel.pp_chunks=2",
         "parallel.pp_split=[1, 1]",
@@ -129,12 +124,13 @@ TEST(ConfigPipeline, ChunksNeedInterleavedSchedule) {
   }
 }
 
-TEST(ConfigPipeline, GradAccumWithPipeline) {
+// One key splits a replica's batch, with or without a pipeline; the old
+// key names its replacement.
+TEST(ConfigPipeline, MicrobatchesAreTheOneKey) {
+  EXPECT_NO_THROW(load_config("", {"parallel.microbatches=4"}));
   expect_has(
-      override_error({"parallel.pp=2", "parallel.grad_accum=2"}),
-      {"parallel.grad_accum=2 with parallel.pp=2",
-       "parallel.microbatches",
-       "set parallel.grad_accum=1"});
+      override_error({"parallel.grad_accum=2"}),
+      {"'parallel.grad_accum' was replaced by 'parallel.microbatches'"});
 }
 
 TEST(ConfigPipeline, ThreadsDataParallelWithPipeline) {

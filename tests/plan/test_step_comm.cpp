@@ -188,15 +188,15 @@ std::vector<Case> cases() {
        &kGpt,
        {"parallel.tp=2", "optim.name=lamb", "optim.eps=1e-6"}});
   out.push_back(
-      {"vit_tp2_seq_grad_accum2",
+      {"vit_tp2_seq_microbatches2",
        &kVit,
-       {"parallel.tp=2", "parallel.tp_seq=true", "parallel.grad_accum=2"}});
+       {"parallel.tp=2", "parallel.tp_seq=true", "parallel.microbatches=2"}});
   // Distributed data parallel; 0.01 MiB buckets cut the model into several.
   out.push_back({"mlp_dp2", &kMlp, {"parallel.dp=2"}});
   out.push_back(
       {"mlp_dp2_buckets_accum2",
        &kMlp,
-       {"parallel.dp=2", "parallel.bucket_mb=0.01", "parallel.grad_accum=2"}});
+       {"parallel.dp=2", "parallel.bucket_mb=0.01", "parallel.microbatches=2"}});
   out.push_back(
       {"gpt_dp2_buckets",
        &kGpt,

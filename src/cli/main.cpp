@@ -2,7 +2,8 @@
 //
 //   [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]
 //   [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]
-//   ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]
+//   [mpirun -np N] ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N]
+//                                [--warmup N]
 //   ndtrain peak [--threads N]
 //   ndtrain schedule --pp P --microbatches M --kind K [--chunks V]
 //
@@ -11,9 +12,9 @@
 // peer hangs.
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,105 +34,73 @@
 #include "comm/self_process_group.h"
 #include "io/config.h"
 #include "io/untrusted.h"
-#include "nn/builder.h"
 #include "ops/ops.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/verify.h"
 #include "parallel/tensor_parallel_mode.h"
-#include "tensor/memory.h"
-#include "train/data_source.h"
-#include "train/engine.h"
-#include "train/factory.h"
 #include "train/peak.h"
-#include "train/trace_file.h"
+#include "train/step_bench.h"
 #include "train/trainer.h"
 #include "train/verify.h"
 
 namespace ndt {
 namespace {
 
+// Each subcommand has its own options (CLI11): a flag of another
+// subcommand is an error, as is an out-of-range integer.
 constexpr const char* kUsage =
     "usage:\n"
     "  [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]\n"
     "  [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]\n"
-    "  ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N] [--warmup N]\n"
+    "  [mpirun -np N] ndtrain bench -c CONFIG.yaml [key=value ...] "
+    "[--iters N] [--warmup N]\n"
     "  ndtrain peak [--threads N]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
-    "naive|gpipe|1f1b|interleaved [--chunks V]\n";
+    "naive|gpipe|1f1b|interleaved [--chunks V]\n"
+    "  ndtrain SUBCOMMAND --help   the options of one subcommand\n";
 
-struct Args {
-  std::string config;
-  std::vector<std::string> overrides;
-  int iters = 20;
-  int warmup = 5;
-  int threads = 0;
-  int pp = 0;  // schedule
-  int microbatches = 0;
-  int chunks = 1;
-  std::string kind;
-};
-
-int parse_int(const std::string& flag, const char* value) {
-  NDT_CHECK(value != nullptr, ConfigError, flag, " needs a value");
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(value, &end, 10);
-  NDT_CHECK(
-      *value != '\0' && *end == '\0' && v >= 0,
-      ConfigError,
-      flag,
-      " must be a non-negative integer, got '",
-      printable(value),
-      "'");
-  NDT_CHECK(
-      errno != ERANGE && v <= std::numeric_limits<int>::max(),
-      ConfigError,
-      flag,
-      " must be at most ",
-      std::numeric_limits<int>::max(),
-      ", got ",
-      printable(value));
-  return static_cast<int>(v);
+// An integer option in [lo, 2^31 - 1], with the message naming the flag.
+CLI::Option* int_option(
+    CLI::App& app,
+    const std::string& flag,
+    int& value,
+    int lo,
+    const std::string& help) {
+  const std::string name = flag.substr(flag.find_last_of('-') + 1);
+  return app.add_option(flag, value, help)
+      ->check(CLI::Validator(
+          [lo](std::string& text) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long long v = std::strtoll(text.c_str(), &end, 10);
+            if (text.empty() || *end != '\0')
+              return "must be an integer, got '" + printable(text) + "'";
+            if (errno == ERANGE || v > std::numeric_limits<int>::max())
+              return "must be at most " +
+                     std::to_string(std::numeric_limits<int>::max()) +
+                     ", got " + printable(text);
+            if (v < lo)
+              return "must be at least " + std::to_string(lo) + ", got " +
+                     printable(text);
+            return "";
+          },
+          "INT",
+          name));
 }
 
-Args parse_args(int argc, char** argv, int first) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string s = argv[i];
-    const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (s == "-c" || s == "--config") {
-      NDT_CHECK(next != nullptr, ConfigError, s, " needs a file name");
-      a.config = next;
-      ++i;
-    } else if (s == "--iters") {
-      a.iters = parse_int(s, next);
-      ++i;
-    } else if (s == "--warmup") {
-      a.warmup = parse_int(s, next);
-      ++i;
-    } else if (s == "--threads") {
-      a.threads = parse_int(s, next);
-      ++i;
-    } else if (s == "--pp") {
-      a.pp = parse_int(s, next);
-      ++i;
-    } else if (s == "--microbatches") {
-      a.microbatches = parse_int(s, next);
-      ++i;
-    } else if (s == "--chunks") {
-      a.chunks = parse_int(s, next);
-      ++i;
-    } else if (s == "--kind") {
-      NDT_CHECK(next != nullptr, ConfigError, s, " needs a value");
-      a.kind = next;
-      ++i;
-    } else if (s.find('=') != std::string::npos && s[0] != '-') {
-      a.overrides.push_back(s);
-    } else {
-      throw ConfigError("unknown argument '" + printable(s) + "'\n" + kUsage);
-    }
-  }
-  return a;
+// -c CONFIG.yaml and the key=value overrides of train, verify and bench.
+struct ConfigArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+};
+
+void add_config_args(CLI::App& app, ConfigArgs& a) {
+  // Required, but checked after parsing (load_config_args) so that an option
+  // of another subcommand is what a wrong line reports first.
+  app.add_option("-c,--config", a.file, "the run's YAML config (required)")
+      ->type_name("CONFIG.yaml");
+  app.add_option("overrides", a.overrides, "dotted key=value config overrides")
+      ->type_name("KEY=VALUE");
 }
 
 int g_world_rank = -1;  // for error messages; -1 before MPI starts
@@ -179,8 +148,8 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
     names.push_back(a.name);
     sizes.push_back(a.size);
     want *= a.size;
-    layout += (layout.empty() ? "" : " x ") + a.name + " " +
-              std::to_string(a.size);
+    layout +=
+        (layout.empty() ? "" : " x ") + a.name + " " + std::to_string(a.size);
   }
   int n = 1;
   if (launched_by_mpi()) {
@@ -215,19 +184,26 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
   return job;
 }
 
-int cmd_train(const Args& a, int* argc, char*** argv) {
+Config load_config_args(const ConfigArgs& a, const char* subcommand) {
   NDT_CHECK(
-      !a.config.empty(), ConfigError, "train needs -c CONFIG.yaml\n", kUsage);
-  Config config = load_config(a.config, a.overrides);
+      !a.file.empty(),
+      ConfigError,
+      "ndtrain ",
+      subcommand,
+      " needs -c CONFIG.yaml\n",
+      kUsage);
+  return load_config(a.file, a.overrides);
+}
+
+int cmd_train(const ConfigArgs& a, int* argc, char*** argv) {
+  Config config = load_config_args(a, "train");
   Job& job = start_job(config, argc, argv);
   run_training(config, TrainOptions(), *job.mesh);
   return 0;
 }
 
-int cmd_verify(const Args& a, int* argc, char*** argv) {
-  NDT_CHECK(
-      !a.config.empty(), ConfigError, "verify needs -c CONFIG.yaml\n", kUsage);
-  Config config = load_config(a.config, a.overrides);
+int cmd_verify(const ConfigArgs& a, int* argc, char*** argv) {
+  Config config = load_config_args(a, "verify");
   Job& job = start_job(config, argc, argv);
   std::ostringstream quiet;
   std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
@@ -235,94 +211,39 @@ int cmd_verify(const Args& a, int* argc, char*** argv) {
   return rep.pass ? 0 : 1;
 }
 
-// Times full training steps (data, forward, backward, gradient
-// reduction, optimizer) of the configured layout on synthetic or real data.
-// Under mpirun with parallel.dp=N it times the distributed step and reports
-// how much of the all-reduce time backward hid.
-int cmd_bench(const Args& a, int* argc, char*** argv) {
-  NDT_CHECK(!a.config.empty(), ConfigError, "bench needs -c CONFIG.yaml");
-  NDT_CHECK(a.iters >= 1, ConfigError, "--iters must be >= 1");
-  Config config = load_config(a.config, a.overrides);
+// Prints one line of StepBenchResult (bench/*.sh read it).
+int cmd_bench(
+    const ConfigArgs& a, int iters, int warmup, int* argc, char*** argv) {
+  Config config = load_config_args(a, "bench");
   Job& job = start_job(config, argc, argv);
   const int threads =
       config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
-  DataSource data(config);
-  Engine engine(config, data, *job.mesh);
-  std::vector<double> ms;
-  double exposed0 = 0, comm0 = 0;
-  // Pipeline: compute time and makespan summed over the timed steps.
-  double pipe_busy = 0, pipe_span = 0;
-  ProcessGroup& pp = job.mesh->group("pp");
-  ProcessGroup& world = job.mesh->world();
-  const bool pipeline = config.parallel.pp > 1;
-  align_trace_origin(engine.tracer(), *job.mesh);
-  for (int i = 0; i < a.warmup + a.iters; ++i) {
-    if (i == a.warmup) {
-      if (engine.ddp()) {
-        exposed0 = engine.ddp()->exposed_seconds();
-        comm0 = engine.ddp()->comm_seconds();
-      }
-      memory_reset_peaks();
-    }
-    world.barrier();
-    auto t0 = std::chrono::steady_clock::now();
-    engine.step(i);
-    double dt = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
-    if (i >= a.warmup) {
-      ms.push_back(dt);
-      if (pipeline) {
-        // The step's makespan runs from the earliest entry to the latest
-        // end of compute over the pipeline's ranks.
-        const PipelineTiming& t = engine.executor().timing();
-        double span[2] = {-t.start, t.end};
-        double busy = t.busy;
-        pp.all_reduce(span, 2, ReduceOp::kMax);
-        pp.all_reduce(&busy, 1);
-        pipe_busy += busy;
-        pipe_span += span[0] + span[1];
-      }
-    }
-  }
-  // Peak activation bytes of each rank, gathered by sum into slots.
-  const int world_size = world.size();
-  std::vector<double> act_peak(world_size, 0.0);
-  act_peak[std::max(g_world_rank, 0)] = static_cast<double>(
-      memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)]);
-  world.all_reduce(act_peak.data(), world_size);
-  std::sort(ms.begin(), ms.end());
-  double median = ms[ms.size() / 2];
-  if (ms.size() % 2 == 0)
-    median = 0.5 * (ms[ms.size() / 2 - 1] + median);
+  StepBenchResult r = run_step_bench(config, *job.mesh, iters, warmup);
   if (g_world_rank > 0)
     return 0;
-  Model& model = engine.model();
+  const ParallelConfig& p = config.parallel;
   std::printf(
       "ndtrain: %s, threads %d, %lld parameters\n",
       ops::blas_info().c_str(),
       threads,
-      static_cast<long long>(model.num_parameters()));  // held here
+      static_cast<long long>(r.parameters));  // held here
   std::printf(
       "bench model=%s threads=%d dp=%d median_ms=%.3f "
       "flops_per_step=%.0f",
-      model.kind.c_str(),
+      to_string(config.model.kind),
       threads,
-      config.parallel.dp,
-      median,
-      model.flops_per_sample * config.train.batch_size);
-  if (engine.ddp()) {
-    double comm = (engine.ddp()->comm_seconds() - comm0) / a.iters;
-    double exposed = (engine.ddp()->exposed_seconds() - exposed0) / a.iters;
+      p.dp,
+      r.median_ms,
+      r.flops_per_step);
+  if (r.has_ddp) {
     std::printf(
         " allreduce_ms=%.3f exposed_ms=%.3f hidden_fraction=%.3f",
-        1e3 * comm,
-        1e3 * exposed,
-        comm > 0 ? 1.0 - exposed / comm : 0.0);
+        r.allreduce_ms,
+        r.exposed_ms,
+        r.allreduce_ms > 0 ? 1.0 - r.exposed_ms / r.allreduce_ms : 0.0);
   }
-  if (pipeline) {
-    const ParallelConfig& p = config.parallel;
+  if (r.has_pipeline) {
     std::printf(
         " pp=%d schedule=%s microbatches=%d chunks=%d recompute=%s "
         "bubble=%.4f bubble_theory=%.4f",
@@ -331,19 +252,20 @@ int cmd_bench(const Args& a, int* argc, char*** argv) {
         p.microbatches,
         p.pp_chunks,
         to_string(p.recompute),
-        1.0 - pipe_busy / (p.pp * pipe_span),
-        double(p.pp - 1) / (p.pp_chunks * p.microbatches + p.pp - 1));
+        r.bubble,
+        r.bubble_theory);
   }
   // Per rank, in MiB (pipeline stage s of replica 0 is rank s).
   std::printf(" act_peak_mib=");
-  for (int r = 0; r < world_size; ++r)
-    std::printf("%s%.2f", r ? "," : "", act_peak[r] / (1 << 20));
+  for (size_t i = 0; i < r.act_peak_mib.size(); ++i)
+    std::printf("%s%.2f", i ? "," : "", r.act_peak_mib[i]);
   std::printf("\n");
   return 0;
 }
 
-int cmd_peak(const Args& a) {
-  const int threads = a.threads > 0 ? a.threads : omp_get_num_procs();
+int cmd_peak(int threads) {
+  if (threads <= 0)
+    threads = omp_get_num_procs();
   ops::set_num_threads(threads);
   std::printf("ndtrain: %s, threads %d\n", ops::blas_info().c_str(), threads);
   std::printf("peak_gflops=%.1f\n", measure_sgemm_peak_gflops());
@@ -352,29 +274,8 @@ int cmd_peak(const Args& a) {
 
 // Prints the step x stage grid of a pipeline schedule (forward 1 time
 // unit, backward 2) after checking it with verify_schedule.
-int cmd_schedule(const Args& a) {
-  std::optional<ScheduleKind> kind;
-  for (ScheduleKind k :
-       {ScheduleKind::kNaive,
-        ScheduleKind::kGpipe,
-        ScheduleKind::kOneFOneB,
-        ScheduleKind::kInterleaved}) {
-    if (a.kind == to_string(k))
-      kind = k;
-  }
-  NDT_CHECK(
-      kind.has_value(),
-      ConfigError,
-      "--kind must be naive, gpipe, 1f1b or interleaved, got '",
-      a.kind,
-      "'\n",
-      kUsage);
-  NDT_CHECK(
-      a.pp >= 1 && a.microbatches >= 1,
-      ConfigError,
-      "schedule needs --pp P >= 1 and --microbatches M >= 1\n",
-      kUsage);
-  Schedule s = make_schedule(*kind, a.pp, a.microbatches, a.chunks);
+int cmd_schedule(PipeSchedule kind, int pp, int microbatches, int chunks) {
+  Schedule s = make_schedule(kind, pp, microbatches, chunks);
   ScheduleReport r = verify_schedule(s);
   std::cout << render_grid(s, r);
   if (!r.ok) {
@@ -389,26 +290,65 @@ int cmd_schedule(const Args& a) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "-h") ||
-      !std::strcmp(argv[1], "--help")) {
+  if (argc < 2) {
     std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
+    return 2;
   }
-  std::string cmd = argv[1];
-  Args a = parse_args(argc, argv, 2);
-  if (cmd == "train")
-    return cmd_train(a, &argc, &argv);
-  if (cmd == "verify")
-    return cmd_verify(a, &argc, &argv);
-  if (cmd == "bench")
-    return cmd_bench(a, &argc, &argv);
-  if (cmd == "peak")
-    return cmd_peak(a);
-  if (cmd == "schedule")
-    return cmd_schedule(a);
-  throw ConfigError("unknown command '" + printable(cmd) + "'\n" + kUsage);
+  CLI::App app("ndtrain: n-dimensional parallel training", "ndtrain");
+  app.require_subcommand(1);
+  ConfigArgs train_args, verify_args, bench_args;
+  CLI::App* train = app.add_subcommand("train", "train a model");
+  add_config_args(*train, train_args);
+  CLI::App* verify =
+      app.add_subcommand("verify", "compare a layout with the serial run");
+  add_config_args(*verify, verify_args);
+  CLI::App* bench = app.add_subcommand("bench", "time training steps");
+  add_config_args(*bench, bench_args);
+  int iters = 20, warmup = 5;
+  int_option(*bench, "--iters", iters, 1, "timed steps (20)");
+  int_option(*bench, "--warmup", warmup, 0, "untimed steps first (5)");
+  CLI::App* peak = app.add_subcommand("peak", "measure the sgemm peak");
+  int threads = 0;
+  int_option(*peak, "--threads", threads, 0, "threads (0: all cores)");
+  CLI::App* schedule =
+      app.add_subcommand("schedule", "print and check a pipeline schedule");
+  int pp = 0, microbatches = 0, chunks = 1;
+  std::string kind_name;
+  int_option(*schedule, "--pp", pp, 1, "pipeline ranks")->required();
+  int_option(*schedule, "--microbatches", microbatches, 1, "micro-batches")
+      ->required();
+  int_option(*schedule, "--chunks", chunks, 1, "chunks per rank (1)");
+  std::vector<std::string> kinds;
+  for (const auto& e : EnumNames<PipeSchedule>::kTable)
+    kinds.push_back(e.name);
+  schedule->add_option("--kind", kind_name, "the schedule")
+      ->required()
+      ->check(CLI::IsMember(kinds));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout
+        << (app.get_subcommands().empty() ? std::string(kUsage)
+                                          : app.get_subcommands()[0]->help());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    const auto used = app.get_subcommands();
+    throw ConfigError(
+        (used.empty() ? std::string()
+                      : "ndtrain " + used[0]->get_name() + ": ") +
+        printable(e.what()) + "\n" + kUsage);
+  }
+  if (*train)
+    return cmd_train(train_args, &argc, &argv);
+  if (*verify)
+    return cmd_verify(verify_args, &argc, &argv);
+  if (*bench)
+    return cmd_bench(bench_args, iters, warmup, &argc, &argv);
+  if (*peak)
+    return cmd_peak(threads);
+  return cmd_schedule(
+      *enum_from_string<PipeSchedule>(kind_name), pp, microbatches, chunks);
 }
-
 }  // namespace
 }  // namespace ndt
 

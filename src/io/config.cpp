@@ -24,141 +24,6 @@
 
 namespace ndt {
 
-const char* to_string(ModelKind v) {
-  switch (v) {
-    case ModelKind::kMlp:
-      return "mlp";
-    case ModelKind::kVit:
-      return "vit";
-    case ModelKind::kGpt:
-      return "gpt";
-  }
-  NDT_ASSERT(false, "invalid ModelKind ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(Activation v) {
-  switch (v) {
-    case Activation::kGelu:
-      return "gelu";
-    case Activation::kRelu:
-      return "relu";
-  }
-  NDT_ASSERT(false, "invalid Activation ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(Pool v) {
-  switch (v) {
-    case Pool::kCls:
-      return "cls";
-    case Pool::kMean:
-      return "mean";
-  }
-  NDT_ASSERT(false, "invalid Pool ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(DatasetKind v) {
-  switch (v) {
-    case DatasetKind::kFashionMnist:
-      return "fashion_mnist";
-    case DatasetKind::kFortunes:
-      return "fortunes";
-    case DatasetKind::kSynthetic:
-      return "synthetic";
-  }
-  NDT_ASSERT(false, "invalid DatasetKind ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(OptimKind v) {
-  switch (v) {
-    case OptimKind::kSgd:
-      return "sgd";
-    case OptimKind::kAdamw:
-      return "adamw";
-    case OptimKind::kLars:
-      return "lars";
-    case OptimKind::kLamb:
-      return "lamb";
-  }
-  NDT_ASSERT(false, "invalid OptimKind ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(LrSchedule v) {
-  switch (v) {
-    case LrSchedule::kConstant:
-      return "constant";
-    case LrSchedule::kCosine:
-      return "cosine";
-    case LrSchedule::kLinear:
-      return "linear";
-    case LrSchedule::kPolynomial:
-      return "polynomial";
-  }
-  NDT_ASSERT(false, "invalid LrSchedule ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(LarsModeKind v) {
-  switch (v) {
-    case LarsModeKind::kPaper:
-      return "paper";
-    case LarsModeKind::kColossal:
-      return "colossal";
-  }
-  NDT_ASSERT(false, "invalid LarsModeKind ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(DpMode v) {
-  switch (v) {
-    case DpMode::kMpi:
-      return "mpi";
-    case DpMode::kThreads:
-      return "threads";
-  }
-  NDT_ASSERT(false, "invalid DpMode ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(PipeSchedule v) {
-  switch (v) {
-    case PipeSchedule::kNaive:
-      return "naive";
-    case PipeSchedule::kGpipe:
-      return "gpipe";
-    case PipeSchedule::kOneFOneB:
-      return "1f1b";
-    case PipeSchedule::kInterleaved:
-      return "interleaved";
-  }
-  NDT_ASSERT(false, "invalid PipeSchedule ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(Recompute v) {
-  switch (v) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kBlock:
-      return "block";
-  }
-  NDT_ASSERT(false, "invalid Recompute ", static_cast<int>(v));
-  return "";
-}
-
-const char* to_string(TpMode v) {
-  switch (v) {
-    case TpMode::k1d:
-      return "1d";
-  }
-  NDT_ASSERT(false, "invalid TpMode ", static_cast<int>(v));
-  return "";
-}
-
 int model_blocks(const ModelConfig& m) {
   switch (m.kind) {
     case ModelKind::kMlp:
@@ -193,69 +58,6 @@ std::string Config::run_dir() const {
 namespace {
 
 using detail::str_cat;
-
-// Every enumerator in declaration order: the allowed values of an enum key.
-// A new enumerator must be added here and to its to_string().
-template <typename E>
-struct EnumValues;
-template <>
-struct EnumValues<ModelKind> {
-  static constexpr ModelKind kAll[] = {
-      ModelKind::kMlp, ModelKind::kVit, ModelKind::kGpt};
-};
-template <>
-struct EnumValues<Activation> {
-  static constexpr Activation kAll[] = {Activation::kGelu, Activation::kRelu};
-};
-template <>
-struct EnumValues<Pool> {
-  static constexpr Pool kAll[] = {Pool::kCls, Pool::kMean};
-};
-template <>
-struct EnumValues<DatasetKind> {
-  static constexpr DatasetKind kAll[] = {
-      DatasetKind::kFashionMnist,
-      DatasetKind::kFortunes,
-      DatasetKind::kSynthetic};
-};
-template <>
-struct EnumValues<DpMode> {
-  static constexpr DpMode kAll[] = {DpMode::kMpi, DpMode::kThreads};
-};
-template <>
-struct EnumValues<PipeSchedule> {
-  static constexpr PipeSchedule kAll[] = {
-      PipeSchedule::kNaive,
-      PipeSchedule::kGpipe,
-      PipeSchedule::kOneFOneB,
-      PipeSchedule::kInterleaved};
-};
-template <>
-struct EnumValues<Recompute> {
-  static constexpr Recompute kAll[] = {Recompute::kNone, Recompute::kBlock};
-};
-template <>
-struct EnumValues<TpMode> {
-  static constexpr TpMode kAll[] = {TpMode::k1d};
-};
-template <>
-struct EnumValues<OptimKind> {
-  static constexpr OptimKind kAll[] = {
-      OptimKind::kSgd, OptimKind::kAdamw, OptimKind::kLars, OptimKind::kLamb};
-};
-template <>
-struct EnumValues<LarsModeKind> {
-  static constexpr LarsModeKind kAll[] = {
-      LarsModeKind::kPaper, LarsModeKind::kColossal};
-};
-template <>
-struct EnumValues<LrSchedule> {
-  static constexpr LrSchedule kAll[] = {
-      LrSchedule::kConstant,
-      LrSchedule::kCosine,
-      LrSchedule::kLinear,
-      LrSchedule::kPolynomial};
-};
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -735,12 +537,12 @@ template <typename E>
 requires std::is_enum_v<E>
 void read(const Key& key, const YAML::Node& node, E& out) {
   std::vector<std::string_view> names;
-  for (E v : EnumValues<E>::kAll) {
-    if (node.IsScalar() && node.Scalar() == to_string(v)) {
-      out = v;
+  for (const EnumName<E>& e : EnumNames<E>::kTable) {
+    if (node.IsScalar() && node.Scalar() == e.name) {
+      out = e.value;
       return;
     }
-    names.push_back(to_string(v));
+    names.push_back(e.name);
   }
   NDT_CHECK(
       false,

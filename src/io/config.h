@@ -9,8 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ndt {
@@ -26,6 +29,121 @@ enum class DpMode { kMpi, kThreads };
 enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
 enum class Recompute { kNone, kBlock };
 enum class TpMode { k1d };
+
+// One table per enum: every enumerator with its name, in declaration
+// order. Config parsing and printing, the CLI and domain code all read
+// these; a new enumerator is one new row.
+template <typename E>
+struct EnumName {
+  E value;
+  const char* name;
+};
+template <typename E>
+struct EnumNames;
+template <>
+struct EnumNames<ModelKind> {
+  static constexpr EnumName<ModelKind> kTable[] = {
+      {ModelKind::kMlp, "mlp"},
+      {ModelKind::kVit, "vit"},
+      {ModelKind::kGpt, "gpt"}};
+};
+template <>
+struct EnumNames<Activation> {
+  static constexpr EnumName<Activation> kTable[] = {
+      {Activation::kGelu, "gelu"}, {Activation::kRelu, "relu"}};
+};
+template <>
+struct EnumNames<Pool> {
+  static constexpr EnumName<Pool> kTable[] = {
+      {Pool::kCls, "cls"}, {Pool::kMean, "mean"}};
+};
+template <>
+struct EnumNames<DatasetKind> {
+  static constexpr EnumName<DatasetKind> kTable[] = {
+      {DatasetKind::kFashionMnist, "fashion_mnist"},
+      {DatasetKind::kFortunes, "fortunes"},
+      {DatasetKind::kSynthetic, "synthetic"}};
+};
+template <>
+struct EnumNames<OptimKind> {
+  static constexpr EnumName<OptimKind> kTable[] = {
+      {OptimKind::kSgd, "sgd"},
+      {OptimKind::kAdamw, "adamw"},
+      {OptimKind::kLars, "lars"},
+      {OptimKind::kLamb, "lamb"}};
+};
+template <>
+struct EnumNames<LarsModeKind> {
+  static constexpr EnumName<LarsModeKind> kTable[] = {
+      {LarsModeKind::kPaper, "paper"}, {LarsModeKind::kColossal, "colossal"}};
+};
+template <>
+struct EnumNames<LrSchedule> {
+  static constexpr EnumName<LrSchedule> kTable[] = {
+      {LrSchedule::kConstant, "constant"},
+      {LrSchedule::kCosine, "cosine"},
+      {LrSchedule::kLinear, "linear"},
+      {LrSchedule::kPolynomial, "polynomial"}};
+};
+template <>
+struct EnumNames<DpMode> {
+  static constexpr EnumName<DpMode> kTable[] = {
+      {DpMode::kMpi, "mpi"}, {DpMode::kThreads, "threads"}};
+};
+template <>
+struct EnumNames<PipeSchedule> {
+  static constexpr EnumName<PipeSchedule> kTable[] = {
+      {PipeSchedule::kNaive, "naive"},
+      {PipeSchedule::kGpipe, "gpipe"},
+      {PipeSchedule::kOneFOneB, "1f1b"},
+      {PipeSchedule::kInterleaved, "interleaved"}};
+};
+template <>
+struct EnumNames<Recompute> {
+  static constexpr EnumName<Recompute> kTable[] = {
+      {Recompute::kNone, "none"}, {Recompute::kBlock, "block"}};
+};
+template <>
+struct EnumNames<TpMode> {
+  static constexpr EnumName<TpMode> kTable[] = {{TpMode::k1d, "1d"}};
+};
+
+template <typename E>
+concept NamedEnum = requires {
+  EnumNames<E>::kTable;
+};
+
+// The name of v ("?" for a value outside the table).
+template <NamedEnum E>
+constexpr const char* to_string(E v) {
+  for (const EnumName<E>& e : EnumNames<E>::kTable) {
+    if (e.value == v)
+      return e.name;
+  }
+  return "?";
+}
+
+// The enumerator named `name`, if any.
+template <NamedEnum E>
+constexpr std::optional<E> enum_from_string(std::string_view name) {
+  for (const EnumName<E>& e : EnumNames<E>::kTable) {
+    if (name == e.name)
+      return e.value;
+  }
+  return std::nullopt;
+}
+
+// "a, b or c": every name of E, for messages.
+template <NamedEnum E>
+std::string enum_names() {
+  std::string out;
+  const size_t n = std::size(EnumNames<E>::kTable);
+  for (size_t i = 0; i < n; ++i) {
+    out += (i == 0 ? "" : i + 1 == n ? " or " : ", ");
+    out += EnumNames<E>::kTable[i].name;
+  }
+  return out;
+}
 
 struct RunConfig {
   std::string name = "run";  // run.name: [A-Za-z0-9_.-]+
@@ -118,9 +236,9 @@ struct ParallelConfig {
   PipeSchedule schedule =
       PipeSchedule::kOneFOneB;  // parallel.schedule: naive | gpipe | 1f1b |
                                 // interleaved
-  int microbatches = 1;  // parallel.microbatches >= 1: micro-batches per
-                         // step and replica (gradient accumulation; the
-                         // pipeline's micro-batches when pp > 1)
+  int microbatches = 1;         // parallel.microbatches >= 1: micro-batches per
+                                // step and replica (gradient accumulation; the
+                                // pipeline's micro-batches when pp > 1)
   Recompute recompute = Recompute::kNone;  // parallel.recompute: none | block
                                            // (activation checkpointing, pp>1)
   // Tensor parallelism (world = dp x pp x tp):
@@ -171,17 +289,5 @@ Config load_config(
 nlohmann::json config_to_json(const Config& config);
 // Inverse of config_to_json; validates like load_config.
 Config config_from_json(const nlohmann::json& json);
-
-const char* to_string(ModelKind v);
-const char* to_string(Activation v);
-const char* to_string(Pool v);
-const char* to_string(DatasetKind v);
-const char* to_string(OptimKind v);
-const char* to_string(LrSchedule v);
-const char* to_string(DpMode v);
-const char* to_string(PipeSchedule v);
-const char* to_string(Recompute v);
-const char* to_string(TpMode v);
-const char* to_string(LarsModeKind v);
 
 }  // namespace ndt

@@ -27,7 +27,7 @@ struct PipelineLayout {
   int pp = 1;            // P
   int chunks = 1;        // V
   int microbatches = 1;  // M
-  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  PipeSchedule schedule = PipeSchedule::kOneFOneB;
   std::vector<int> split;  // blocks per virtual stage; empty: balanced
   bool recompute = false;  // parallel.recompute=block
 };

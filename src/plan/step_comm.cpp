@@ -9,21 +9,6 @@
 namespace ndt {
 namespace {
 
-ScheduleKind schedule_kind(PipeSchedule s) {
-  switch (s) {
-    case PipeSchedule::kNaive:
-      return ScheduleKind::kNaive;
-    case PipeSchedule::kGpipe:
-      return ScheduleKind::kGpipe;
-    case PipeSchedule::kOneFOneB:
-      return ScheduleKind::kOneFOneB;
-    case PipeSchedule::kInterleaved:
-      return ScheduleKind::kInterleaved;
-  }
-  NDT_ASSERT(false, "invalid PipeSchedule ", static_cast<int>(s));
-  return ScheduleKind::kOneFOneB;
-}
-
 bool uses_layer_norms(OptimKind k) {
   switch (k) {
     case OptimKind::kSgd:
@@ -61,7 +46,7 @@ StepComm step_comm(const Config& config, int pp_rank) {
     pl.pp = p.pp;
     pl.chunks = p.pp_chunks;
     pl.microbatches = p.microbatches;
-    pl.schedule = schedule_kind(p.schedule);
+    pl.schedule = p.schedule;
     pl.split = p.pp_split;
     pl.recompute = p.recompute == Recompute::kBlock;
     const int64_t mbs = divide(local, p.microbatches, "micro-batch size");

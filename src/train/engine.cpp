@@ -26,21 +26,6 @@ int64_t numel_of(const std::vector<Parameter*>& ps) {
   return n;
 }
 
-ScheduleKind schedule_kind(PipeSchedule s) {
-  switch (s) {
-    case PipeSchedule::kNaive:
-      return ScheduleKind::kNaive;
-    case PipeSchedule::kGpipe:
-      return ScheduleKind::kGpipe;
-    case PipeSchedule::kOneFOneB:
-      return ScheduleKind::kOneFOneB;
-    case PipeSchedule::kInterleaved:
-      return ScheduleKind::kInterleaved;
-  }
-  NDT_ASSERT(false, "invalid PipeSchedule ", static_cast<int>(s));
-  return ScheduleKind::kOneFOneB;
-}
-
 std::string axes_text(const std::vector<MeshAxis>& axes) {
   std::string s;
   for (const MeshAxis& a : axes)
@@ -146,7 +131,7 @@ void Engine::partition_pipeline() {
   const int P = p.pp;
   if (P == 1) {
     chunks_ = {{0, model.num_modules() - 1}};
-    pipe_ = make_schedule(ScheduleKind::kNaive, 1, p.microbatches, 1);
+    pipe_ = make_schedule(PipeSchedule::kNaive, 1, p.microbatches, 1);
     return;
   }
   const int V = p.pp_chunks;
@@ -179,7 +164,7 @@ void Engine::partition_pipeline() {
   }
   model.keep_modules(keep);
   chunks_ = chunk_modules(stage_blocks_, P, me);
-  pipe_ = make_schedule(schedule_kind(p.schedule), P, p.microbatches, V);
+  pipe_ = make_schedule(p.schedule, P, p.microbatches, V);
 }
 
 Engine::~Engine() = default;

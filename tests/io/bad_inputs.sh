@@ -176,9 +176,9 @@ truncate -s 100M "$ck/manifest.json"
 expect manifest_huge "more than the limit" resume "$ck"
 
 # --- 5: command-line integers ------------------------------------------
-expect schedule_pp_wraps "--pp must be at most 2147483647" \
+expect schedule_pp_wraps "--pp: must be at most 2147483647" \
   nd schedule --pp 4294967298 --microbatches 4 --kind 1f1b
-expect bench_warmup_wraps "--warmup must be at most 2147483647" \
+expect bench_warmup_wraps "--warmup: must be at most 2147483647" \
   nd bench -c "$cfg" "${small[@]}" --iters 1 --warmup 2147483648
 
 # --- 6: runs do not mix ------------------------------------------------

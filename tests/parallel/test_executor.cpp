@@ -203,7 +203,7 @@ struct RankResult {
 };
 
 struct PipeCase {
-  ScheduleKind kind;
+  PipeSchedule kind;
   int chunks;
 };
 
@@ -292,11 +292,11 @@ void expect_matches_serial(
 
 TEST(PipelineExecutor, EveryScheduleMatchesSerialGradients) {
   const std::vector<PipeCase> kinds = {
-      {ScheduleKind::kNaive, 1},
-      {ScheduleKind::kGpipe, 1},
-      {ScheduleKind::kOneFOneB, 1},
-      {ScheduleKind::kInterleaved, 1},
-      {ScheduleKind::kInterleaved, 2},
+      {PipeSchedule::kNaive, 1},
+      {PipeSchedule::kGpipe, 1},
+      {PipeSchedule::kOneFOneB, 1},
+      {PipeSchedule::kInterleaved, 1},
+      {PipeSchedule::kInterleaved, 2},
   };
   const Workload work = gpt_workload();
   for (int M : {1, 3, 4}) {
@@ -318,8 +318,8 @@ TEST(PipelineExecutor, VitAndMlpMatchSerialGradients) {
   for (const Workload& work : {vit_workload(), mlp_workload()}) {
     const Serial serial = serial_step(work, 3);
     for (const PipeCase& c :
-         {PipeCase{ScheduleKind::kOneFOneB, 1},
-          PipeCase{ScheduleKind::kInterleaved, 2}}) {
+         {PipeCase{PipeSchedule::kOneFOneB, 1},
+          PipeCase{PipeSchedule::kInterleaved, 2}}) {
       for (bool recompute : {false, true}) {
         SCOPED_TRACE(work.build()->kind + " " + case_name(c, 2, 3, recompute));
         expect_matches_serial(
@@ -337,7 +337,7 @@ TEST(PipelineExecutor, ConsecutiveStepsReuseNoState) {
   const int P = 2, V = 2, M = 4;
   const Serial serial[2] = {
       serial_step(work, M, kStep), serial_step(work, M, kStep + 1)};
-  const Schedule schedule = make_schedule(ScheduleKind::kInterleaved, P, M, V);
+  const Schedule schedule = make_schedule(PipeSchedule::kInterleaved, P, M, V);
   std::vector<int> stage_blocks;
   {
     auto full = work.build();

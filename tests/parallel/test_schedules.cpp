@@ -22,18 +22,18 @@ const std::vector<int> kRanks = {1, 2, 3, 4, 8};
 constexpr int kMaxMicrobatches = 16;
 
 struct Case {
-  ScheduleKind kind;
+  PipeSchedule kind;
   int chunks;
 };
 
 const std::vector<Case> kCases = {
-    {ScheduleKind::kNaive, 1},
-    {ScheduleKind::kGpipe, 1},
-    {ScheduleKind::kOneFOneB, 1},
-    {ScheduleKind::kInterleaved, 1},
-    {ScheduleKind::kInterleaved, 2},
-    {ScheduleKind::kInterleaved, 3},
-    {ScheduleKind::kInterleaved, 4},
+    {PipeSchedule::kNaive, 1},
+    {PipeSchedule::kGpipe, 1},
+    {PipeSchedule::kOneFOneB, 1},
+    {PipeSchedule::kInterleaved, 1},
+    {PipeSchedule::kInterleaved, 2},
+    {PipeSchedule::kInterleaved, 3},
+    {PipeSchedule::kInterleaved, 4},
 };
 
 // Compute-only text of one rank's list: "F0 F1 B0 ...".
@@ -214,13 +214,13 @@ TEST(ScheduleGenerators, InterleavedPartialLastGroup) {
 }
 
 TEST(ScheduleGenerators, MakeScheduleRejectsBadSizes) {
-  EXPECT_THROW(make_schedule(ScheduleKind::kGpipe, 0, 4), ConfigError);
-  EXPECT_THROW(make_schedule(ScheduleKind::kOneFOneB, 2, 0), ConfigError);
-  EXPECT_THROW(make_schedule(ScheduleKind::kInterleaved, 2, 4, 0), ConfigError);
-  EXPECT_THROW(make_schedule(ScheduleKind::kOneFOneB, 2, 4, 2), ConfigError);
-  EXPECT_THROW(make_schedule(ScheduleKind::kNaive, 2, 4, 2), ConfigError);
+  EXPECT_THROW(make_schedule(PipeSchedule::kGpipe, 0, 4), ConfigError);
+  EXPECT_THROW(make_schedule(PipeSchedule::kOneFOneB, 2, 0), ConfigError);
+  EXPECT_THROW(make_schedule(PipeSchedule::kInterleaved, 2, 4, 0), ConfigError);
+  EXPECT_THROW(make_schedule(PipeSchedule::kOneFOneB, 2, 4, 2), ConfigError);
+  EXPECT_THROW(make_schedule(PipeSchedule::kNaive, 2, 4, 2), ConfigError);
   try {
-    make_schedule(ScheduleKind::kGpipe, 2, 4, 3);
+    make_schedule(PipeSchedule::kGpipe, 2, 4, 3);
     FAIL() << "no throw";
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
@@ -228,7 +228,7 @@ TEST(ScheduleGenerators, MakeScheduleRejectsBadSizes) {
     EXPECT_NE(msg.find("chunks = 3"), std::string::npos) << msg;
   }
   try {
-    make_schedule(ScheduleKind::kOneFOneB, -1, 4);
+    make_schedule(PipeSchedule::kOneFOneB, -1, 4);
     FAIL() << "no throw";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("ranks (-1)"), std::string::npos)
@@ -261,10 +261,10 @@ TEST(ScheduleText, OpAndKindNames) {
   EXPECT_STREQ(to_string(Op::kRecvGrad), "recv_grad");
   EXPECT_STREQ(to_string(Op::kReduceGrads), "reduce_grads");
   EXPECT_STREQ(to_string(Op::kOptimizerStep), "optimizer_step");
-  EXPECT_STREQ(to_string(ScheduleKind::kNaive), "naive");
-  EXPECT_STREQ(to_string(ScheduleKind::kGpipe), "gpipe");
-  EXPECT_STREQ(to_string(ScheduleKind::kOneFOneB), "1f1b");
-  EXPECT_STREQ(to_string(ScheduleKind::kInterleaved), "interleaved");
+  EXPECT_STREQ(to_string(PipeSchedule::kNaive), "naive");
+  EXPECT_STREQ(to_string(PipeSchedule::kGpipe), "gpipe");
+  EXPECT_STREQ(to_string(PipeSchedule::kOneFOneB), "1f1b");
+  EXPECT_STREQ(to_string(PipeSchedule::kInterleaved), "interleaved");
 }
 
 // Hand-derived with t_f = 1, t_b = 2: rank 1 runs F0 at t = 1, F1 at 2,

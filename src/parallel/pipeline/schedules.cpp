@@ -93,7 +93,7 @@ std::vector<Instr> assemble_rank(
 }
 
 Schedule assemble(
-    ScheduleKind kind,
+    PipeSchedule kind,
     int ranks,
     int microbatches,
     int chunks,
@@ -130,7 +130,7 @@ std::vector<Compute> warmup_steady_cooldown(
   return out;
 }
 
-void check_sizes(ScheduleKind kind, int ranks, int microbatches, int chunks) {
+void check_sizes(PipeSchedule kind, int ranks, int microbatches, int chunks) {
   NDT_CHECK(
       ranks >= 1 && microbatches >= 1 && chunks >= 1,
       ConfigError,
@@ -144,7 +144,7 @@ void check_sizes(ScheduleKind kind, int ranks, int microbatches, int chunks) {
       chunks,
       ") must all be >= 1");
   NDT_CHECK(
-      chunks == 1 || kind == ScheduleKind::kInterleaved,
+      chunks == 1 || kind == PipeSchedule::kInterleaved,
       ConfigError,
       "pipeline schedule ",
       to_string(kind),
@@ -155,41 +155,27 @@ void check_sizes(ScheduleKind kind, int ranks, int microbatches, int chunks) {
 
 }  // namespace
 
-const char* to_string(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kNaive:
-      return "naive";
-    case ScheduleKind::kGpipe:
-      return "gpipe";
-    case ScheduleKind::kOneFOneB:
-      return "1f1b";
-    case ScheduleKind::kInterleaved:
-      return "interleaved";
-  }
-  return "?";
-}
-
 Schedule make_schedule(
-    ScheduleKind kind, int ranks, int microbatches, int chunks) {
+    PipeSchedule kind, int ranks, int microbatches, int chunks) {
   check_sizes(kind, ranks, microbatches, chunks);
   switch (kind) {
-    case ScheduleKind::kNaive:
+    case PipeSchedule::kNaive:
       return naive(ranks, microbatches);
-    case ScheduleKind::kGpipe:
+    case PipeSchedule::kGpipe:
       return gpipe(ranks, microbatches);
-    case ScheduleKind::kOneFOneB:
+    case PipeSchedule::kOneFOneB:
       return one_f_one_b(ranks, microbatches);
-    case ScheduleKind::kInterleaved:
+    case PipeSchedule::kInterleaved:
       return interleaved(ranks, microbatches, chunks);
   }
-  NDT_ASSERT(false, "unknown ScheduleKind ", static_cast<int>(kind));
+  NDT_ASSERT(false, "unknown PipeSchedule ", static_cast<int>(kind));
   return {};
 }
 
 // Each rank alternates F m, B m: the backward of m on rank 0 waits for the
 // whole pipeline, so m + 1 cannot start anywhere before m is done.
 Schedule naive(int ranks, int microbatches) {
-  check_sizes(ScheduleKind::kNaive, ranks, microbatches, 1);
+  check_sizes(PipeSchedule::kNaive, ranks, microbatches, 1);
   ComputeOrder order(ranks);
   for (int r = 0; r < ranks; ++r) {
     for (int m = 0; m < microbatches; ++m) {
@@ -198,7 +184,7 @@ Schedule naive(int ranks, int microbatches) {
     }
   }
   return assemble(
-      ScheduleKind::kNaive,
+      PipeSchedule::kNaive,
       ranks,
       microbatches,
       1,
@@ -209,7 +195,7 @@ Schedule naive(int ranks, int microbatches) {
 // Backwards in reverse order (torchgpipe): the last stage starts on the
 // micro-batch whose forward it just finished, as in the GPipe paper's figure.
 Schedule gpipe(int ranks, int microbatches) {
-  check_sizes(ScheduleKind::kGpipe, ranks, microbatches, 1);
+  check_sizes(PipeSchedule::kGpipe, ranks, microbatches, 1);
   ComputeOrder order(ranks);
   for (int r = 0; r < ranks; ++r) {
     for (int m = 0; m < microbatches; ++m)
@@ -218,7 +204,7 @@ Schedule gpipe(int ranks, int microbatches) {
       order[r].push_back({false, m, 0});
   }
   return assemble(
-      ScheduleKind::kGpipe,
+      PipeSchedule::kGpipe,
       ranks,
       microbatches,
       1,
@@ -227,7 +213,7 @@ Schedule gpipe(int ranks, int microbatches) {
 }
 
 Schedule one_f_one_b(int ranks, int microbatches) {
-  check_sizes(ScheduleKind::kOneFOneB, ranks, microbatches, 1);
+  check_sizes(PipeSchedule::kOneFOneB, ranks, microbatches, 1);
   std::vector<Compute> fwd, bwd;
   for (int m = 0; m < microbatches; ++m) {
     fwd.push_back({true, m, 0});
@@ -241,12 +227,12 @@ Schedule one_f_one_b(int ranks, int microbatches) {
     max_in_flight[r] = std::min(ranks - r, microbatches);
   }
   return assemble(
-      ScheduleKind::kOneFOneB, ranks, microbatches, 1, order, max_in_flight);
+      PipeSchedule::kOneFOneB, ranks, microbatches, 1, order, max_in_flight);
 }
 
 // See Note [Interleaved order and warm-up].
 Schedule interleaved(int ranks, int microbatches, int chunks) {
-  check_sizes(ScheduleKind::kInterleaved, ranks, microbatches, chunks);
+  check_sizes(PipeSchedule::kInterleaved, ranks, microbatches, chunks);
   std::vector<Compute> fwd, bwd;
   for (int first = 0; first < microbatches; first += ranks) {
     const int end = std::min(first + ranks, microbatches);
@@ -276,7 +262,7 @@ Schedule interleaved(int ranks, int microbatches, int chunks) {
     max_in_flight[r] = std::min(warmup + 1, total);
   }
   return assemble(
-      ScheduleKind::kInterleaved,
+      PipeSchedule::kInterleaved,
       ranks,
       microbatches,
       chunks,

@@ -26,17 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "io/config.h"
 #include "parallel/pipeline/instr.h"
 
 namespace ndt {
 
-enum class ScheduleKind { kNaive, kGpipe, kOneFOneB, kInterleaved };
-
-// "naive", "gpipe", "1f1b", "interleaved".
-const char* to_string(ScheduleKind kind);
-
 struct Schedule {
-  ScheduleKind kind = ScheduleKind::kOneFOneB;
+  PipeSchedule kind = PipeSchedule::kOneFOneB;
   int ranks = 1;                           // P
   int microbatches = 1;                    // M
   int chunks = 1;                          // V
@@ -50,7 +46,7 @@ struct Schedule {
 // Throws ConfigError naming the values when P < 1, M < 1, V < 1, or V > 1
 // for a kind other than interleaved.
 Schedule make_schedule(
-    ScheduleKind kind, int ranks, int microbatches, int chunks = 1);
+    PipeSchedule kind, int ranks, int microbatches, int chunks = 1);
 
 Schedule naive(int ranks, int microbatches);
 Schedule gpipe(int ranks, int microbatches);

@@ -1,0 +1,38 @@
+// Step benchmark (`ndtrain bench`): times full training steps (data,
+// forward, backward, gradient reduction, optimizer) of the configured
+// layout, after warm-up steps. Under mpirun with parallel.dp=N it also
+// reports how much of the DDP all-reduce time backward hid; with a
+// pipeline, the measured bubble against the schedule's theory. Collective
+// over the mesh; every rank gets the same result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/mesh.h"
+#include "io/config.h"
+
+namespace ndt {
+
+struct StepBenchResult {
+  double median_ms = 0;       // per step, this rank's clock
+  int64_t parameters = 0;     // held by this rank
+  double flops_per_step = 0;  // the whole model, global batch
+  // DDP (has_ddp): all-reduce span and the part not hidden by backward,
+  // per step.
+  bool has_ddp = false;
+  double allreduce_ms = 0;
+  double exposed_ms = 0;
+  // Pipeline (has_pipeline): idle fraction of the pipeline's ranks and the
+  // schedule's analytic bubble (P - 1) / (V M + P - 1).
+  bool has_pipeline = false;
+  double bubble = 0;
+  double bubble_theory = 0;
+  std::vector<double> act_peak_mib;  // per world rank
+};
+
+// iters >= 1 timed steps after `warmup` untimed ones.
+StepBenchResult run_step_bench(
+    const Config& config, Mesh& mesh, int iters, int warmup);
+
+}  // namespace ndt

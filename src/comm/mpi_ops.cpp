@@ -235,10 +235,7 @@ std::shared_ptr<MpiOp> make_p2p_op(
 }
 
 RingGroup ring_group(MpiGroupState& s) {
-  MpiGroupState* state = &s;
-  return RingGroup{s.rank, s.size, s.chunk_bytes, [state](size_t bytes) {
-                     return state->scratch(bytes);
-                   }};
+  return RingGroup{s.rank, s.size, s.chunk_bytes, &s};
 }
 
 }  // namespace ndt::detail

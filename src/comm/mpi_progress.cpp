@@ -54,7 +54,7 @@ MpiGroupState::~MpiGroupState() {
   }
 }
 
-void* MpiGroupState::scratch(size_t bytes) {
+void* MpiGroupState::get(size_t bytes) {
   if (scratch_bytes < bytes) {
     if (scratch_ptr != nullptr) {
       mem_free(scratch_ptr, scratch_bytes, MemTag::kComm);

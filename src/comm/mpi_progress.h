@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/ring_algorithms.h"
 #include "comm/work.h"
 
 namespace ndt::detail {
@@ -70,7 +71,7 @@ class MpiOp {
 
 // Communicators, the collective queue and the scratch of one group.
 // Registers itself with `progress` for its lifetime.
-struct MpiGroupState {
+struct MpiGroupState final : ScratchSource {
   // Takes ownership of `owned` (freed on destruction while MPI is active).
   MpiGroupState(
       std::shared_ptr<MpiProgress> progress,
@@ -82,7 +83,7 @@ struct MpiGroupState {
 
   // At least `bytes` of persistent scratch (MemTag::kComm). Only the
   // collective at the front of the queue uses it.
-  void* scratch(size_t bytes);
+  void* get(size_t bytes) override;
 
   const std::shared_ptr<MpiProgress> progress;
   MPI_Comm comm = MPI_COMM_NULL;  // send/recv

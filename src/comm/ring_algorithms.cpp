@@ -65,7 +65,7 @@ class RingAllReduce final : public RoundSchedule {
     const int n = g_.size, r = g_.rank;
     if (k == 0) {
       slot_elems_ = ceil_div(ceil_div(count_, n), parts_);
-      scratch_ = static_cast<T*>(g_.scratch(2 * slot_elems_ * sizeof(T)));
+      scratch_ = static_cast<T*>(g_.scratch->get(2 * slot_elems_ * sizeof(T)));
     }
     int64_t t = k / parts_, p = k % parts_;
     bool reduce_step = t < n - 1;
@@ -125,7 +125,7 @@ class RingReduceScatter final : public RoundSchedule {
     if (k == 0) {
       slot_elems_ = ceil_div(count_, parts_);
       scratch_ =
-          static_cast<float*>(g_.scratch(2 * slot_elems_ * sizeof(float)));
+          static_cast<float*>(g_.scratch->get(2 * slot_elems_ * sizeof(float)));
     }
     int64_t t = k / parts_, p = k % parts_;
     Range pc = piece(0, count_, p, parts_);

@@ -18,8 +18,8 @@
 // first round (RingGroup::scratch).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 
 #include "comm/reduce_op.h"
@@ -38,14 +38,22 @@ struct RoundMsg {
   ElemType type = ElemType::kFloat;
 };
 
-// What a schedule knows of the group it runs on. scratch(bytes) returns
-// at least `bytes` of memory that stays valid until the schedule is done;
-// schedules call it in round 0 only.
+// Scratch memory of a group: get(bytes) returns at least `bytes` that stay
+// valid until the schedule asking is done. Schedules ask in round 0 only.
+class ScratchSource {
+ public:
+  virtual void* get(size_t bytes) = 0;
+
+ protected:
+  ~ScratchSource() = default;
+};
+
+// What a schedule knows of the group it runs on.
 struct RingGroup {
   int rank = 0;
   int size = 1;
   int64_t chunk_bytes = 0;
-  std::function<void*(size_t)> scratch;
+  ScratchSource* scratch = nullptr;
 };
 
 class RoundSchedule {

@@ -36,24 +36,27 @@ size_t elem_bytes(ElemType t) {
   return t == ElemType::kDouble ? sizeof(double) : sizeof(float);
 }
 
-// One rank of the simulated group: its schedule and its scratch.
-struct SimRank {
+// One rank of the simulated group: its schedule and its scratch (asked
+// for in round 0 only, at most two chunks).
+struct SimRank final : ScratchSource {
+  void* get(size_t bytes) override {
+    EXPECT_EQ(round, 0) << "scratch after round 0";
+    EXPECT_LE(bytes, 2 * std::max<size_t>(chunk_bytes, 8))
+        << "scratch over two chunks";
+    scratch.resize(std::max(scratch.size(), bytes));
+    return scratch.data();
+  }
+
   std::unique_ptr<RoundSchedule> schedule;
   std::vector<unsigned char> scratch;
-  int64_t round = -1;  // round being posted, for the scratch check
+  int64_t chunk_bytes = 0;
+  int64_t round = -1;  // round being posted
 };
 
-// A RingGroup for rank r of n whose scratch comes from `sim` (round 0
-// only, at most two chunks).
+// The RingGroup of rank r of n, with sim as its scratch.
 RingGroup sim_group(SimRank& sim, int r, int n, int64_t chunk_bytes) {
-  SimRank* s = &sim;
-  return RingGroup{r, n, chunk_bytes, [s, chunk_bytes](size_t bytes) {
-                     EXPECT_EQ(s->round, 0) << "scratch after round 0";
-                     EXPECT_LE(bytes, 2 * std::max<size_t>(chunk_bytes, 8))
-                         << "scratch over two chunks";
-                     s->scratch.resize(std::max(s->scratch.size(), bytes));
-                     return static_cast<void*>(s->scratch.data());
-                   }};
+  sim.chunk_bytes = chunk_bytes;
+  return RingGroup{r, n, chunk_bytes, &sim};
 }
 
 void run_lockstep(std::vector<SimRank>& ranks, int64_t chunk_bytes) {

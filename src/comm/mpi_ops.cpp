@@ -19,59 +19,6 @@ MPI_Datatype mpi_type(ElemType t) {
   return t == ElemType::kDouble ? MPI_DOUBLE : MPI_FLOAT;
 }
 
-// A sequence of rounds, each a few nonblocking MPI requests posted
-// together. Up to kDepth rounds are in flight; round k may start only after
-// round k - lag has finished (lag 0: no dependency).
-class RoundOp : public MpiOp {
- public:
-  RoundOp(MpiGroupState& s, OpType type) : MpiOp(s, type) {}
-
-  bool advance() override {
-    for (;;) {
-      while (started_ < rounds_ && started_ - finished_ < kDepth &&
-             (lag_ == 0 || started_ - lag_ < finished_)) {
-        int slot = static_cast<int>(started_ % kDepth);
-        nreq_[slot] = post(started_, reqs_[slot]);
-        ++started_;
-      }
-      if (finished_ == rounds_)
-        return true;
-      int slot = static_cast<int>(finished_ % kDepth);
-      int flag = 0;
-      NDT_MPI_CHECK(
-          MPI_Testall(nreq_[slot], reqs_[slot], &flag, MPI_STATUSES_IGNORE));
-      if (!flag)
-        return false;
-      nreq_[slot] = 0;
-      finish(finished_);
-      ++finished_;
-      s_.progress->note_event();
-    }
-  }
-
- protected:
-  static constexpr int kDepth = RoundSchedule::kMaxDepth;
-  static constexpr int kMaxReqs = RoundSchedule::kMaxMsgs;
-
-  void set_rounds(int64_t rounds, int64_t lag) {
-    rounds_ = rounds;
-    lag_ = lag;
-  }
-  // Posts round k's requests (at most kMaxReqs) into reqs; returns how
-  // many.
-  virtual int post(int64_t k, MPI_Request* reqs) = 0;
-  // Round k's requests have completed.
-  virtual void finish(int64_t /*k*/) {}
-
- private:
-  int64_t rounds_ = 0;
-  int64_t lag_ = 0;
-  int64_t started_ = 0;
-  int64_t finished_ = 0;
-  MPI_Request reqs_[kDepth][kMaxReqs];
-  int nreq_[kDepth] = {0, 0};
-};
-
 class NbcOp final : public RoundOp {
  public:
   NbcOp(
@@ -91,51 +38,6 @@ class NbcOp final : public RoundOp {
 
  private:
   std::function<void(int64_t, MPI_Request*)> post_fn_;
-};
-
-class ScheduleOp final : public RoundOp {
- public:
-  ScheduleOp(
-      MpiGroupState& s, OpType type, std::unique_ptr<RoundSchedule> schedule)
-      : RoundOp(s, type), schedule_(std::move(schedule)) {
-    set_rounds(schedule_->rounds(), schedule_->lag());
-  }
-
- protected:
-  int post(int64_t k, MPI_Request* reqs) override {
-    RoundMsg msgs[kMaxReqs];
-    const int n = schedule_->post(k, msgs);
-    for (int i = 0; i < n; ++i) {
-      const RoundMsg& m = msgs[i];
-      if (m.send) {
-        NDT_MPI_CHECK(MPI_Isend(
-            m.buf,
-            static_cast<int>(m.len),
-            mpi_type(m.type),
-            m.peer,
-            kRingTag,
-            s_.coll,
-            &reqs[i]));
-      } else {
-        NDT_MPI_CHECK(MPI_Irecv(
-            m.buf,
-            static_cast<int>(m.len),
-            mpi_type(m.type),
-            m.peer,
-            kRingTag,
-            s_.coll,
-            &reqs[i]));
-      }
-    }
-    return n;
-  }
-
-  void finish(int64_t k) override {
-    schedule_->finish(k);
-  }
-
- private:
-  std::unique_ptr<RoundSchedule> schedule_;
 };
 
 class P2pOp final : public MpiOp {
@@ -211,17 +113,60 @@ class P2pOp final : public MpiOp {
 
 }  // namespace
 
+bool RoundOp::advance() {
+  for (;;) {
+    while (started_ < rounds_ && started_ - finished_ < kDepth &&
+           (lag_ == 0 || started_ - lag_ < finished_)) {
+      int slot = static_cast<int>(started_ % kDepth);
+      nreq_[slot] = post(started_, reqs_[slot]);
+      ++started_;
+    }
+    if (finished_ == rounds_)
+      return true;
+    int slot = static_cast<int>(finished_ % kDepth);
+    int flag = 0;
+    NDT_MPI_CHECK(
+        MPI_Testall(nreq_[slot], reqs_[slot], &flag, MPI_STATUSES_IGNORE));
+    if (!flag)
+      return false;
+    nreq_[slot] = 0;
+    finish(finished_);
+    ++finished_;
+    s_.progress->note_event();
+  }
+}
+
+void RoundOp::post_msgs(const RoundMsg* msgs, int n, MPI_Request* reqs) {
+  for (int i = 0; i < n; ++i) {
+    const RoundMsg& m = msgs[i];
+    if (m.send) {
+      NDT_MPI_CHECK(MPI_Isend(
+          m.buf,
+          static_cast<int>(m.len),
+          mpi_type(m.type),
+          m.peer,
+          kRingTag,
+          s_.coll,
+          &reqs[i]));
+    } else {
+      NDT_MPI_CHECK(MPI_Irecv(
+          m.buf,
+          static_cast<int>(m.len),
+          mpi_type(m.type),
+          m.peer,
+          kRingTag,
+          s_.coll,
+          &reqs[i]));
+    }
+  }
+}
+
 std::shared_ptr<MpiOp> make_nbc_op(
     MpiGroupState& s,
     OpType type,
     int64_t chunks,
     std::function<void(int64_t, MPI_Request*)> post) {
   return std::make_shared<NbcOp>(s, type, chunks, std::move(post));
-}
-
-std::shared_ptr<MpiOp> make_schedule_op(
-    MpiGroupState& s, OpType type, std::unique_ptr<RoundSchedule> schedule) {
-  return std::make_shared<ScheduleOp>(s, type, std::move(schedule));
 }
 
 std::shared_ptr<MpiOp> make_p2p_op(

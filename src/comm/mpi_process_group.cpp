@@ -54,10 +54,8 @@ template <typename T>
 std::shared_ptr<MpiOp> make_all_reduce(
     MpiGroupState& s, T* buf, int64_t count, ReduceOp op) {
   if (count * int64_t{sizeof(T)} >= s.ring_min_bytes) {
-    return detail::make_schedule_op(
-        s,
-        OpType::kAllReduce,
-        detail::ring_all_reduce(detail::ring_group(s), buf, count, op));
+    return detail::make_schedule_op<detail::RingAllReduce<T>>(
+        s, OpType::kAllReduce, buf, count, op);
   }
   int64_t chunks = chunks_of(s, count, sizeof(T));
   return detail::make_nbc_op(
@@ -152,10 +150,8 @@ std::unique_ptr<Work> MpiProcessGroup::do_reduce_scatter_async(
   }
   MpiGroupState& s = *state_;
   if (bytes * size() >= s.ring_min_bytes || bytes * size() > s.chunk_bytes) {
-    return submit(detail::make_schedule_op(
-        s,
-        kOp,
-        detail::ring_reduce_scatter(detail::ring_group(s), in, out, count)));
+    return submit(detail::make_schedule_op<detail::RingReduceScatter>(
+        s, kOp, in, out, count));
   }
   return submit(detail::make_nbc_op(
       s, kOp, 1, [&s, in, out, count](int64_t, MPI_Request* req) {
@@ -175,10 +171,8 @@ std::unique_ptr<Work> MpiProcessGroup::do_all_gather_async(
   }
   MpiGroupState& s = *state_;
   if (bytes * size() >= s.ring_min_bytes || bytes * size() > s.chunk_bytes) {
-    return submit(detail::make_schedule_op(
-        s,
-        kOp,
-        detail::ring_all_gather(detail::ring_group(s), in, out, count)));
+    return submit(detail::make_schedule_op<detail::RingAllGather>(
+        s, kOp, in, out, count));
   }
   const bool in_place = in == out + rank() * count;
   return submit(detail::make_nbc_op(
@@ -255,10 +249,8 @@ std::unique_ptr<Work> MpiProcessGroup::do_all_to_all_async(
   }
   MpiGroupState& s = *state_;
   if (bytes >= s.ring_min_bytes || bytes > s.chunk_bytes) {
-    return submit(detail::make_schedule_op(
-        s,
-        kOp,
-        detail::pairwise_all_to_all(detail::ring_group(s), in, out, count)));
+    return submit(detail::make_schedule_op<detail::PairwiseAllToAll>(
+        s, kOp, in, out, count));
   }
   return submit(detail::make_nbc_op(
       s, kOp, 1, [&s, in, out, count](int64_t, MPI_Request* req) {

@@ -48,217 +48,163 @@ RoundMsg send_msg(int peer, const void* buf, int64_t len, ElemType type) {
   return RoundMsg{true, peer, const_cast<void*>(buf), len, type};
 }
 
-// Ring all-reduce, in place: each step cut into P pieces of at most
-// chunk_bytes; round k = step k / P, piece k % P. Reduce-step rounds
-// receive into scratch slot k % 2 and combine in finish().
-template <typename T>
-class RingAllReduce final : public RoundSchedule {
- public:
-  RingAllReduce(const RingGroup& g, T* buf, int64_t count, ReduceOp op)
-      : g_(g), buf_(buf), count_(count), op_(op) {
-    const int n = g.size;
-    parts_ = parts_of<T>(g, ceil_div(count, n));
-    set_rounds(int64_t{2} * (n - 1) * parts_, parts_);
-  }
-
-  int post(int64_t k, RoundMsg* msgs) override {
-    const int n = g_.size, r = g_.rank;
-    if (k == 0) {
-      slot_elems_ = ceil_div(ceil_div(count_, n), parts_);
-      scratch_ = static_cast<T*>(g_.scratch->get(2 * slot_elems_ * sizeof(T)));
-    }
-    int64_t t = k / parts_, p = k % parts_;
-    bool reduce_step = t < n - 1;
-    int send_seg = reduce_step ? mod(r - t, n) : mod(r + 1 - (t - n + 1), n);
-    int recv_seg = reduce_step ? mod(r - t - 1, n) : mod(r - (t - n + 1), n);
-    Range snd = seg_piece(send_seg, p), rcv = seg_piece(recv_seg, p);
-    T* dst = reduce_step ? scratch_ + (k % 2) * slot_elems_ : buf_ + rcv.lo;
-    int nmsg = 0;
-    if (rcv.len > 0)
-      msgs[nmsg++] = recv_msg(mod(r - 1, n), dst, rcv.len, elem_type<T>());
-    if (snd.len > 0) {
-      msgs[nmsg++] =
-          send_msg(mod(r + 1, n), buf_ + snd.lo, snd.len, elem_type<T>());
-    }
-    return nmsg;
-  }
-
-  void finish(int64_t k) override {
-    const int n = g_.size, r = g_.rank;
-    int64_t t = k / parts_, p = k % parts_;
-    if (t >= n - 1)
-      return;
-    Range rcv = seg_piece(mod(r - t - 1, n), p);
-    combine(buf_ + rcv.lo, scratch_ + (k % 2) * slot_elems_, rcv.len, op_);
-  }
-
- private:
-  Range seg_piece(int seg, int64_t p) const {
-    const int n = g_.size;
-    int64_t lo = count_ * seg / n, hi = count_ * (seg + 1) / n;
-    return piece(lo, hi - lo, p, parts_);
-  }
-
-  RingGroup g_;
-  T* buf_;
-  int64_t count_;
-  ReduceOp op_;
-  int64_t parts_ = 1;
-  T* scratch_ = nullptr;
-  int64_t slot_elems_ = 0;
-};
-
-// Ring reduce-scatter: step t sends the running sum of block r-t-1 (this
-// rank's input block at t = 0) and receives block r-t-2's into scratch;
-// finish() adds this rank's input to it.
-class RingReduceScatter final : public RoundSchedule {
- public:
-  RingReduceScatter(
-      const RingGroup& g, const float* in, float* out, int64_t count)
-      : g_(g), in_(in), out_(out), count_(count) {
-    parts_ = parts_of<float>(g, count);
-    set_rounds(int64_t{g.size - 1} * parts_, parts_);
-  }
-
-  int post(int64_t k, RoundMsg* msgs) override {
-    const int n = g_.size, r = g_.rank;
-    if (k == 0) {
-      slot_elems_ = ceil_div(count_, parts_);
-      scratch_ =
-          static_cast<float*>(g_.scratch->get(2 * slot_elems_ * sizeof(float)));
-    }
-    int64_t t = k / parts_, p = k % parts_;
-    Range pc = piece(0, count_, p, parts_);
-    int send_blk = mod(r - t - 1, n);
-    const float* src = t == 0 ? in_ + send_blk * count_ + pc.lo : out_ + pc.lo;
-    if (pc.len == 0)
-      return 0;
-    msgs[0] = recv_msg(
-        mod(r - 1, n),
-        scratch_ + (k % 2) * slot_elems_,
-        pc.len,
-        ElemType::kFloat);
-    msgs[1] = send_msg(mod(r + 1, n), src, pc.len, ElemType::kFloat);
-    return 2;
-  }
-
-  void finish(int64_t k) override {
-    const int n = g_.size, r = g_.rank;
-    int64_t t = k / parts_, p = k % parts_;
-    Range pc = piece(0, count_, p, parts_);
-    const float* mine = in_ + mod(r - t - 2, n) * count_ + pc.lo;
-    const float* got = scratch_ + (k % 2) * slot_elems_;
-    combine_into(out_ + pc.lo, got, mine, pc.len, ReduceOp::kSum);
-  }
-
- private:
-  RingGroup g_;
-  const float* in_;
-  float* out_;
-  int64_t count_;
-  int64_t parts_ = 1;
-  float* scratch_ = nullptr;
-  int64_t slot_elems_ = 0;
-};
-
-// Ring all-gather: step t forwards block r-t (received the step before,
-// this rank's own at t = 0) and receives block r-t-1.
-class RingAllGather final : public RoundSchedule {
- public:
-  RingAllGather(const RingGroup& g, const float* in, float* out, int64_t count)
-      : g_(g), in_(in), out_(out), count_(count) {
-    parts_ = parts_of<float>(g, count);
-    set_rounds(int64_t{g.size - 1} * parts_, parts_);
-  }
-
-  int post(int64_t k, RoundMsg* msgs) override {
-    const int n = g_.size, r = g_.rank;
-    if (k == 0 && in_ != out_ + r * count_) {
-      std::memcpy(out_ + r * count_, in_, count_ * sizeof(float));
-    }
-    int64_t t = k / parts_, p = k % parts_;
-    Range pc = piece(0, count_, p, parts_);
-    if (pc.len == 0)
-      return 0;
-    msgs[0] = recv_msg(
-        mod(r - 1, n),
-        out_ + mod(r - t - 1, n) * count_ + pc.lo,
-        pc.len,
-        ElemType::kFloat);
-    msgs[1] = send_msg(
-        mod(r + 1, n),
-        out_ + mod(r - t, n) * count_ + pc.lo,
-        pc.len,
-        ElemType::kFloat);
-    return 2;
-  }
-
- private:
-  RingGroup g_;
-  const float* in_;
-  float* out_;
-  int64_t count_;
-  int64_t parts_ = 1;
-};
-
-class PairwiseAllToAll final : public RoundSchedule {
- public:
-  PairwiseAllToAll(
-      const RingGroup& g, const float* in, float* out, int64_t count)
-      : g_(g), in_(in), out_(out), count_(count) {
-    parts_ = parts_of<float>(g, count);
-    set_rounds(int64_t{g.size - 1} * parts_, 0);
-  }
-
-  int post(int64_t k, RoundMsg* msgs) override {
-    const int n = g_.size, r = g_.rank;
-    if (k == 0) {
-      std::memcpy(out_ + r * count_, in_ + r * count_, count_ * sizeof(float));
-    }
-    int64_t t = k / parts_ + 1, p = k % parts_;
-    Range pc = piece(0, count_, p, parts_);
-    if (pc.len == 0)
-      return 0;
-    int to = mod(r + t, n), from = mod(r - t, n);
-    msgs[0] =
-        recv_msg(from, out_ + from * count_ + pc.lo, pc.len, ElemType::kFloat);
-    msgs[1] = send_msg(to, in_ + to * count_ + pc.lo, pc.len, ElemType::kFloat);
-    return 2;
-  }
-
- private:
-  RingGroup g_;
-  const float* in_;
-  float* out_;
-  int64_t count_;
-  int64_t parts_ = 1;
-};
+// Piece p of segment seg of an n-way split of count elements.
+Range seg_piece(int64_t count, int n, int seg, int64_t p, int64_t parts) {
+  int64_t lo = count * seg / n, hi = count * (seg + 1) / n;
+  return piece(lo, hi - lo, p, parts);
+}
 
 }  // namespace
 
-std::unique_ptr<RoundSchedule> ring_all_reduce(
-    const RingGroup& g, float* buf, int64_t count, ReduceOp op) {
-  return std::make_unique<RingAllReduce<float>>(g, buf, count, op);
+// ---------------------------------------------------------- RingAllReduce
+// Reduce-step rounds receive into scratch slot k % 2 and combine in
+// finish().
+
+template <typename T>
+RingAllReduce<T>::RingAllReduce(
+    const RingGroup& g, T* buf, int64_t count, ReduceOp op)
+    : g_(g), buf_(buf), count_(count), op_(op) {
+  const int n = g.size;
+  parts_ = parts_of<T>(g, ceil_div(count, n));
+  set_rounds(int64_t{2} * (n - 1) * parts_, parts_);
 }
 
-std::unique_ptr<RoundSchedule> ring_all_reduce(
-    const RingGroup& g, double* buf, int64_t count, ReduceOp op) {
-  return std::make_unique<RingAllReduce<double>>(g, buf, count, op);
+template <typename T>
+int RingAllReduce<T>::post(int64_t k, RoundMsg* msgs) {
+  const int n = g_.size, r = g_.rank;
+  if (k == 0) {
+    slot_elems_ = ceil_div(ceil_div(count_, n), parts_);
+    scratch_ = static_cast<T*>(g_.scratch->get(2 * slot_elems_ * sizeof(T)));
+  }
+  int64_t t = k / parts_, p = k % parts_;
+  bool reduce_step = t < n - 1;
+  int send_seg = reduce_step ? mod(r - t, n) : mod(r + 1 - (t - n + 1), n);
+  int recv_seg = reduce_step ? mod(r - t - 1, n) : mod(r - (t - n + 1), n);
+  Range snd = seg_piece(count_, n, send_seg, p, parts_);
+  Range rcv = seg_piece(count_, n, recv_seg, p, parts_);
+  T* dst = reduce_step ? scratch_ + (k % 2) * slot_elems_ : buf_ + rcv.lo;
+  int nmsg = 0;
+  if (rcv.len > 0)
+    msgs[nmsg++] = recv_msg(mod(r - 1, n), dst, rcv.len, elem_type<T>());
+  if (snd.len > 0) {
+    msgs[nmsg++] =
+        send_msg(mod(r + 1, n), buf_ + snd.lo, snd.len, elem_type<T>());
+  }
+  return nmsg;
 }
 
-std::unique_ptr<RoundSchedule> ring_reduce_scatter(
-    const RingGroup& g, const float* in, float* out, int64_t count) {
-  return std::make_unique<RingReduceScatter>(g, in, out, count);
+template <typename T>
+void RingAllReduce<T>::finish(int64_t k) {
+  const int n = g_.size, r = g_.rank;
+  int64_t t = k / parts_, p = k % parts_;
+  if (t >= n - 1)
+    return;
+  Range rcv = seg_piece(count_, n, mod(r - t - 1, n), p, parts_);
+  combine(buf_ + rcv.lo, scratch_ + (k % 2) * slot_elems_, rcv.len, op_);
 }
 
-std::unique_ptr<RoundSchedule> ring_all_gather(
-    const RingGroup& g, const float* in, float* out, int64_t count) {
-  return std::make_unique<RingAllGather>(g, in, out, count);
+template class RingAllReduce<float>;
+template class RingAllReduce<double>;
+
+// ------------------------------------------------------ RingReduceScatter
+// Step t sends the running sum of block r-t-1 (this rank's input block at
+// t = 0) and receives block r-t-2's into scratch; finish() adds this
+// rank's input to it.
+
+RingReduceScatter::RingReduceScatter(
+    const RingGroup& g, const float* in, float* out, int64_t count)
+    : g_(g), in_(in), out_(out), count_(count) {
+  parts_ = parts_of<float>(g, count);
+  set_rounds(int64_t{g.size - 1} * parts_, parts_);
 }
 
-std::unique_ptr<RoundSchedule> pairwise_all_to_all(
-    const RingGroup& g, const float* in, float* out, int64_t count) {
-  return std::make_unique<PairwiseAllToAll>(g, in, out, count);
+int RingReduceScatter::post(int64_t k, RoundMsg* msgs) {
+  const int n = g_.size, r = g_.rank;
+  if (k == 0) {
+    slot_elems_ = ceil_div(count_, parts_);
+    scratch_ =
+        static_cast<float*>(g_.scratch->get(2 * slot_elems_ * sizeof(float)));
+  }
+  int64_t t = k / parts_, p = k % parts_;
+  Range pc = piece(0, count_, p, parts_);
+  int send_blk = mod(r - t - 1, n);
+  const float* src = t == 0 ? in_ + send_blk * count_ + pc.lo : out_ + pc.lo;
+  if (pc.len == 0)
+    return 0;
+  msgs[0] = recv_msg(
+      mod(r - 1, n),
+      scratch_ + (k % 2) * slot_elems_,
+      pc.len,
+      ElemType::kFloat);
+  msgs[1] = send_msg(mod(r + 1, n), src, pc.len, ElemType::kFloat);
+  return 2;
+}
+
+void RingReduceScatter::finish(int64_t k) {
+  const int n = g_.size, r = g_.rank;
+  int64_t t = k / parts_, p = k % parts_;
+  Range pc = piece(0, count_, p, parts_);
+  const float* mine = in_ + mod(r - t - 2, n) * count_ + pc.lo;
+  const float* got = scratch_ + (k % 2) * slot_elems_;
+  combine_into(out_ + pc.lo, got, mine, pc.len, ReduceOp::kSum);
+}
+
+// ---------------------------------------------------------- RingAllGather
+// Step t forwards block r-t (received the step before, this rank's own at
+// t = 0) and receives block r-t-1.
+
+RingAllGather::RingAllGather(
+    const RingGroup& g, const float* in, float* out, int64_t count)
+    : g_(g), in_(in), out_(out), count_(count) {
+  parts_ = parts_of<float>(g, count);
+  set_rounds(int64_t{g.size - 1} * parts_, parts_);
+}
+
+int RingAllGather::post(int64_t k, RoundMsg* msgs) {
+  const int n = g_.size, r = g_.rank;
+  if (k == 0 && in_ != out_ + r * count_) {
+    std::memcpy(out_ + r * count_, in_, count_ * sizeof(float));
+  }
+  int64_t t = k / parts_, p = k % parts_;
+  Range pc = piece(0, count_, p, parts_);
+  if (pc.len == 0)
+    return 0;
+  msgs[0] = recv_msg(
+      mod(r - 1, n),
+      out_ + mod(r - t - 1, n) * count_ + pc.lo,
+      pc.len,
+      ElemType::kFloat);
+  msgs[1] = send_msg(
+      mod(r + 1, n),
+      out_ + mod(r - t, n) * count_ + pc.lo,
+      pc.len,
+      ElemType::kFloat);
+  return 2;
+}
+
+// ------------------------------------------------------- PairwiseAllToAll
+
+PairwiseAllToAll::PairwiseAllToAll(
+    const RingGroup& g, const float* in, float* out, int64_t count)
+    : g_(g), in_(in), out_(out), count_(count) {
+  parts_ = parts_of<float>(g, count);
+  set_rounds(int64_t{g.size - 1} * parts_, 0);
+}
+
+int PairwiseAllToAll::post(int64_t k, RoundMsg* msgs) {
+  const int n = g_.size, r = g_.rank;
+  if (k == 0) {
+    std::memcpy(out_ + r * count_, in_ + r * count_, count_ * sizeof(float));
+  }
+  int64_t t = k / parts_ + 1, p = k % parts_;
+  Range pc = piece(0, count_, p, parts_);
+  if (pc.len == 0)
+    return 0;
+  int to = mod(r + t, n), from = mod(r - t, n);
+  msgs[0] =
+      recv_msg(from, out_ + from * count_ + pc.lo, pc.len, ElemType::kFloat);
+  msgs[1] = send_msg(to, in_ + to * count_ + pc.lo, pc.len, ElemType::kFloat);
+  return 2;
 }
 
 }  // namespace ndt::detail

@@ -3,10 +3,10 @@
 // backend runs them in mpi_ops.cpp; tests/comm/test_ring_algorithms.cpp
 // runs them on an in-memory exchange):
 //
-//   ring_all_reduce      in place, fp32 and fp64, sum or max
-//   ring_reduce_scatter  sum; in (n*count) read only, out (count)
-//   ring_all_gather      in (count) -> out (n*count); in may be block r
-//   pairwise_all_to_all  in, out (n*count)
+//   RingAllReduce<T>   in place, fp32 and fp64, sum or max
+//   RingReduceScatter  sum; in (n*count) read only, out (count)
+//   RingAllGather      in (count) -> out (n*count); in may be block r
+//   PairwiseAllToAll   in, out (n*count)
 //
 // Here n = the group size, r = this rank; every message goes to or comes
 // from a rank of the group. A schedule is a sequence of rounds; each round
@@ -15,12 +15,12 @@
 // keep up to kMaxDepth rounds in flight. Every transfer is cut into pieces
 // of at most chunk_bytes. Schedules own no memory: ring_all_reduce and
 // ring_reduce_scatter take two slots of scratch from the group in their
-// first round (RingGroup::scratch).
+// first round (RingGroup::scratch). Schedules that need nothing at the
+// end of a round keep RoundSchedule's empty finish().
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 #include "comm/reduce_op.h"
 
@@ -89,24 +89,81 @@ class RoundSchedule {
   int64_t lag_ = 0;
 };
 
-// n-1 reduce-scatter steps then n-1 all-gather steps over the n segments
-// of buf. Segment s is reduced as x_s + x_{s+1} + ... + x_{s-1} (each rank
-// combining its own values with the partial result it receives) by rank
-// s-1 and copied to every rank, so all ranks hold identical results.
-std::unique_ptr<RoundSchedule> ring_all_reduce(
-    const RingGroup& g, float* buf, int64_t count, ReduceOp op);
-std::unique_ptr<RoundSchedule> ring_all_reduce(
-    const RingGroup& g, double* buf, int64_t count, ReduceOp op);
-// out holds the running partial sum of the block in flight, and block r
-// at the end. Block s is summed as x_{s+1} + x_{s+2} + ... + x_s.
-std::unique_ptr<RoundSchedule> ring_reduce_scatter(
-    const RingGroup& g, const float* in, float* out, int64_t count);
-// Straight into out; in may be block r of out.
-std::unique_ptr<RoundSchedule> ring_all_gather(
-    const RingGroup& g, const float* in, float* out, int64_t count);
-// Step t = 1..n-1 sends block r+t to rank r+t and receives block r-t from
-// rank r-t.
-std::unique_ptr<RoundSchedule> pairwise_all_to_all(
-    const RingGroup& g, const float* in, float* out, int64_t count);
+// Ring all-reduce, in place: n-1 reduce-scatter steps then n-1
+// all-gather steps over the n segments of buf, each step cut into P pieces
+// of at most chunk_bytes (round k = step k / P, piece k % P). Segment s is
+// reduced as x_s + x_{s+1} + ... + x_{s-1} (each rank combining its own
+// values with the partial result it receives) by rank s-1 and copied to
+// every rank, so all ranks hold identical results. T: float or double.
+template <typename T>
+class RingAllReduce final : public RoundSchedule {
+ public:
+  RingAllReduce(const RingGroup& g, T* buf, int64_t count, ReduceOp op);
+  int post(int64_t k, RoundMsg* msgs) override;
+  void finish(int64_t k) override;
+
+ private:
+  RingGroup g_;
+  T* buf_;
+  int64_t count_;
+  ReduceOp op_;
+  int64_t parts_ = 1;
+  T* scratch_ = nullptr;
+  int64_t slot_elems_ = 0;
+};
+
+// Ring reduce-scatter (sum): in (n*count) is read only; out (count) holds
+// the running partial sum of the block in flight, and block r at the end.
+// Block s is summed as x_{s+1} + x_{s+2} + ... + x_s.
+class RingReduceScatter final : public RoundSchedule {
+ public:
+  RingReduceScatter(
+      const RingGroup& g, const float* in, float* out, int64_t count);
+  int post(int64_t k, RoundMsg* msgs) override;
+  void finish(int64_t k) override;
+
+ private:
+  RingGroup g_;
+  const float* in_;
+  float* out_;
+  int64_t count_;
+  int64_t parts_ = 1;
+  float* scratch_ = nullptr;
+  int64_t slot_elems_ = 0;
+};
+
+// Ring all-gather straight into out (n*count); in (count) may be block r
+// of out.
+class RingAllGather final : public RoundSchedule {
+ public:
+  RingAllGather(const RingGroup& g, const float* in, float* out, int64_t count);
+  int post(int64_t k, RoundMsg* msgs) override;
+
+ private:
+  RingGroup g_;
+  const float* in_;
+  float* out_;
+  int64_t count_;
+  int64_t parts_ = 1;
+};
+
+// Pairwise all-to-all, in and out (n*count): step t = 1..n-1 sends block
+// r+t to rank r+t and receives block r-t from rank r-t, in pieces.
+class PairwiseAllToAll final : public RoundSchedule {
+ public:
+  PairwiseAllToAll(
+      const RingGroup& g, const float* in, float* out, int64_t count);
+  int post(int64_t k, RoundMsg* msgs) override;
+
+ private:
+  RingGroup g_;
+  const float* in_;
+  float* out_;
+  int64_t count_;
+  int64_t parts_ = 1;
+};
+
+extern template class RingAllReduce<float>;
+extern template class RingAllReduce<double>;
 
 }  // namespace ndt::detail

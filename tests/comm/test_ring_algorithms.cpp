@@ -130,7 +130,7 @@ void check_all_reduce(ReduceOp op) {
         for (int r = 0; r < n; ++r) {
           for (int64_t i = 0; i < count; ++i)
             bufs[r][i] = value<T>(r, i);
-          ranks[r].schedule = ring_all_reduce(
+          ranks[r].schedule = std::make_unique<RingAllReduce<T>>(
               sim_group(ranks[r], r, n, chunk), bufs[r].data(), count, op);
         }
         run_lockstep(ranks, chunk);
@@ -175,7 +175,7 @@ TEST(RingAlgorithms, ReduceScatter) {
         for (int r = 0; r < n; ++r) {
           for (int64_t i = 0; i < n * count; ++i)
             in[r][i] = value<float>(r, i);
-          ranks[r].schedule = ring_reduce_scatter(
+          ranks[r].schedule = std::make_unique<RingReduceScatter>(
               sim_group(ranks[r], r, n, chunk),
               in[r].data(),
               out[r].data(),
@@ -212,7 +212,7 @@ TEST(RingAlgorithms, AllGatherOutOfPlaceAndInPlace) {
             float* src = in_place ? out[r].data() + r * count : in[r].data();
             for (int64_t i = 0; i < count; ++i)
               src[i] = value<float>(r, i);
-            ranks[r].schedule = ring_all_gather(
+            ranks[r].schedule = std::make_unique<RingAllGather>(
                 sim_group(ranks[r], r, n, chunk), src, out[r].data(), count);
           }
           run_lockstep(ranks, chunk);
@@ -242,7 +242,7 @@ TEST(RingAlgorithms, PairwiseAllToAll) {
         for (int r = 0; r < n; ++r) {
           for (int64_t i = 0; i < n * count; ++i)
             in[r][i] = value<float>(r, i);
-          ranks[r].schedule = pairwise_all_to_all(
+          ranks[r].schedule = std::make_unique<PairwiseAllToAll>(
               sim_group(ranks[r], r, n, chunk),
               in[r].data(),
               out[r].data(),

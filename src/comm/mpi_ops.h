@@ -2,9 +2,9 @@
 //
 //   make_nbc_op       a chunked MPI nonblocking collective: chunk k is
 //                     started by post(k, &request), one chunk per round
-//   make_schedule_op  one of our round schedules (ring_algorithms.h) over
-//                     MPI_Irecv / MPI_Isend on the group's collective
-//                     communicator
+//   make_schedule_op  one of our round schedules (ring_algorithms.h),
+//                     held inline by a ScheduleOp, over MPI_Irecv /
+//                     MPI_Isend on the group's collective communicator
 //   make_p2p_op       send or recv: every piece of at most chunk_bytes
 //                     posted at once on the point-to-point communicator
 //

@@ -1,7 +1,7 @@
 // The MPI backend's own collective algorithms, written as round schedules
-// with no MPI in them, so that they can be read and tested alone (the
-// backend runs them in mpi_ops.cpp; tests/comm/test_ring_algorithms.cpp
-// runs them on an in-memory exchange):
+// with no MPI in them, so that they can be read and tested alone: the
+// backend runs them with ScheduleOp (mpi_ops.h), and
+// tests/comm/test_ring_algorithms.cpp on an in-memory exchange.
 //
 //   RingAllReduce<T>   in place, fp32 and fp64, sum or max
 //   RingReduceScatter  sum; in (n*count) read only, out (count)
@@ -13,8 +13,8 @@
 // posts at most two messages (receives first) and may only start once
 // round k - lag() has finished (lag 0: no dependency). The runner may
 // keep up to kMaxDepth rounds in flight. Every transfer is cut into pieces
-// of at most chunk_bytes. Schedules own no memory: ring_all_reduce and
-// ring_reduce_scatter take two slots of scratch from the group in their
+// of at most chunk_bytes. Schedules own no memory: RingAllReduce and
+// RingReduceScatter take two slots of scratch from the group in their
 // first round (RingGroup::scratch). Schedules that need nothing at the
 // end of a round keep RoundSchedule's empty finish().
 #pragma once

@@ -12,10 +12,11 @@
 // Each group also keeps a ledger of the operations this rank started on it
 // (CommLedger, Note [Comm ledger]), for measuring communication volume.
 //
-// The public operations are not virtual: each checks its arguments,
-// records itself in the ledger and calls its observer once, here, then
-// calls the backend's protected hook (do_<operation>), which is all a
-// backend implements (Note [Backend hooks]).
+// The public operations are not virtual: each checks its arguments and
+// records itself in the ledger, here, once for every backend, then calls
+// the backend's protected hook (do_<operation>) inside the bracket of the
+// group's observer, if any (comm_observer.h). The hooks are all a backend
+// implements of the operations (Note [Backend hooks]).
 #pragma once
 
 #include <array>
@@ -182,8 +183,9 @@ class ProcessGroup {
   // before()/after(). The six collectives (all_reduce to all_to_all) are
   // never called with count 0: the public operation answers those with a
   // CompletedWork itself. send/recv are called with every count (a
-  // zero-element message still pairs with its peer). split's hook need not
-  // set the new group's timeout.
+  // zero-element message still pairs with its peer). split() checks
+  // check_usable(kBarrier), calls do_split and gives the new group this
+  // group's timeout; it is neither recorded nor observed.
   virtual std::unique_ptr<Work> do_all_reduce_async(
       float* buf, int64_t count, ReduceOp op) = 0;
   virtual std::unique_ptr<Work> do_all_reduce_async(

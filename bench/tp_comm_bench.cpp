@@ -34,8 +34,9 @@
 // --time K: instead, times K training steps (forward + backward of one
 // micro-batch) of the whole GPT in each mode, after 2 untimed, and reports
 // the median step time and the time spent inside collectives (calls and
-// waits, including waiting for the slower rank) through a timing wrapper
-// around the group (TimedGroup). With one rank the serial model is timed.
+// waits, including waiting for the slower rank) through a timer on the
+// group (CommTimer, comm/comm_timer.h). With one rank the serial model is
+// timed.
 //
 // A benchmark, not src/.
 #include <algorithm>
@@ -51,6 +52,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "comm/comm_timer.h"
 #include "comm/mpi_process_group.h"
 #include "nn/model.h"
 #include "nn/transformer_block.h"
@@ -428,105 +430,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A Work whose test() / wait() time is added to a counter.
-class TimedWork final : public Work {
- public:
-  TimedWork(std::unique_ptr<Work> inner, double& acc)
-      : inner_(std::move(inner)), acc_(acc) {}
-  bool test() override {
-    auto t0 = Clock::now();
-    bool done = inner_->test();
-    acc_ += seconds_since(t0);
-    return done;
-  }
-  void wait(double timeout_s) override {
-    auto t0 = Clock::now();
-    inner_->wait(timeout_s);
-    acc_ += seconds_since(t0);
-  }
-
- private:
-  std::unique_ptr<Work> inner_;
-  double& acc_;
-};
-
-// Forwards every operation to `inner` and adds the time spent starting and
-// completing it to seconds(). (The ledger stays the inner group's.)
-class TimedGroup final : public ProcessGroup {
- public:
-  explicit TimedGroup(ProcessGroup& inner)
-      : ProcessGroup(inner.name()), inner_(inner) {}
-  int rank() const override {
-    return inner_.rank();
-  }
-  int size() const override {
-    return inner_.size();
-  }
-  double seconds() const {
-    return seconds_;
-  }
-  std::unique_ptr<Work> all_reduce_async(
-      float* buf, int64_t count, ReduceOp op) override {
-    return timed([&] { return inner_.all_reduce_async(buf, count, op); });
-  }
-  std::unique_ptr<Work> all_reduce_async(
-      double* buf, int64_t count, ReduceOp op) override {
-    return timed([&] { return inner_.all_reduce_async(buf, count, op); });
-  }
-  std::unique_ptr<Work> reduce_scatter_async(
-      const float* in, float* out, int64_t count) override {
-    return timed([&] { return inner_.reduce_scatter_async(in, out, count); });
-  }
-  std::unique_ptr<Work> all_gather_async(
-      const float* in, float* out, int64_t count) override {
-    return timed([&] { return inner_.all_gather_async(in, out, count); });
-  }
-  std::unique_ptr<Work> broadcast_async(
-      float* buf, int64_t count, int root) override {
-    return timed([&] { return inner_.broadcast_async(buf, count, root); });
-  }
-  std::unique_ptr<Work> reduce_async(
-      const float* in, float* out, int64_t count, int root) override {
-    return timed([&] { return inner_.reduce_async(in, out, count, root); });
-  }
-  std::unique_ptr<Work> all_to_all_async(
-      const float* in, float* out, int64_t count) override {
-    return timed([&] { return inner_.all_to_all_async(in, out, count); });
-  }
-  std::unique_ptr<Work> send_async(
-      const float* buf, int64_t count, int peer, int tag) override {
-    return timed([&] { return inner_.send_async(buf, count, peer, tag); });
-  }
-  std::unique_ptr<Work> recv_async(
-      float* buf, int64_t count, int peer, int tag) override {
-    return timed([&] { return inner_.recv_async(buf, count, peer, tag); });
-  }
-  void barrier() override {
-    auto t0 = Clock::now();
-    inner_.barrier();
-    seconds_ += seconds_since(t0);
-  }
-  std::unique_ptr<ProcessGroup> split(
-      int color, int key, std::string name) override {
-    return inner_.split(color, key, std::move(name));
-  }
-  void progress() override {
-    inner_.progress();
-  }
-
- private:
-  template <typename F>
-  std::unique_ptr<Work> timed(F start) {
-    auto t0 = Clock::now();
-    std::unique_ptr<Work> w = start();
-    seconds_ += seconds_since(t0);
-    return std::make_unique<TimedWork>(std::move(w), seconds_);
-  }
-
-  ProcessGroup& inner_;
-  double seconds_ = 0;
-};
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t m = v.size() / 2;
@@ -556,9 +459,9 @@ int run_timing(ProcessGroup& world, int reps) {
   for (bool seq : {false, true}) {
     if (P == 1 && seq)
       continue;
-    TimedGroup tp(world);
+    CommTimer tp(world);
     SerialBuilder serial;
-    Tp1dBuilder tp1d(tp, seq, kT);
+    Tp1dBuilder tp1d(world, seq, kT);
     Builder& b = P == 1 ? static_cast<Builder&>(serial) : tp1d;
     auto model = build_gpt(o, b);
     model->init(kSeed);

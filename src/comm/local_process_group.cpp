@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "base/check.h"
+#include "comm/reduce_op.h"
 
 namespace ndt {
 namespace {
 
+using detail::combine;
 using Clock = std::chrono::steady_clock;
 
 // Waits are sliced so that a failure elsewhere (which notifies no
@@ -119,52 +121,30 @@ int encode_extra(ReduceOp op, int dtype) {
   return static_cast<int>(op) * 2 + dtype;
 }
 
-template <typename T>
-void combine(T* acc, const T* x, int64_t len, ReduceOp op) {
-  if (op == ReduceOp::kSum) {
-    for (int64_t k = 0; k < len; ++k)
-      acc[k] += x[k];
-  } else {
-    for (int64_t k = 0; k < len; ++k)
-      acc[k] = std::max(acc[k], x[k]);
-  }
-}
-
 class LocalP2pWork;
 
 class LocalProcessGroup final : public ProcessGroup {
  public:
   LocalProcessGroup(std::shared_ptr<Shared> shared, int rank, std::string name)
-      : ProcessGroup(std::move(name)),
+      : ProcessGroup(std::move(name), rank, shared->n),
         shared_(std::move(shared)),
         rank_(rank) {}
 
-  int rank() const override {
-    return rank_;
-  }
-  int size() const override {
-    return shared_->n;
-  }
-
-  std::unique_ptr<Work> all_reduce_async(
+ protected:
+  // Hooks (Note [Backend hooks] in process_group.h): arguments are checked
+  // and recorded, and collectives have count > 0.
+  std::unique_ptr<Work> do_all_reduce_async(
       float* buf, int64_t count, ReduceOp op) override {
     return all_reduce_impl(buf, count, op, 0);
   }
-  std::unique_ptr<Work> all_reduce_async(
+  std::unique_ptr<Work> do_all_reduce_async(
       double* buf, int64_t count, ReduceOp op) override {
     return all_reduce_impl(buf, count, op, 1);
   }
 
-  std::unique_ptr<Work> reduce_scatter_async(
+  std::unique_ptr<Work> do_reduce_scatter_async(
       const float* in, float* out, int64_t count) override {
     constexpr OpType kOp = OpType::kReduceScatter;
-    check_count(kOp, in, count);
-    check_count(kOp, out, count);
-    int64_t bytes = count * static_cast<int64_t>(sizeof(float));
-    check_disjoint(kOp, in, bytes * size(), out, bytes);
-    record_op(kOp, count);
-    if (count == 0)
-      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
     // This rank's block, summed in rank order; only this thread reads
     // block rank_ of the inputs.
@@ -182,14 +162,9 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work> all_gather_async(
+  std::unique_ptr<Work> do_all_gather_async(
       const float* in, float* out, int64_t count) override {
     constexpr OpType kOp = OpType::kAllGather;
-    check_count(kOp, in, count);
-    check_count(kOp, out, count);
-    record_op(kOp, count);
-    if (count == 0)
-      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
     for (int j = 0; j < size(); ++j) {
       const float* src = in_of<float>(j);
@@ -201,14 +176,9 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work> broadcast_async(
+  std::unique_ptr<Work> do_broadcast_async(
       float* buf, int64_t count, int root) override {
     constexpr OpType kOp = OpType::kBroadcast;
-    check_count(kOp, buf, count);
-    check_rank(kOp, "root", root);
-    record_op(kOp, count);
-    if (count == 0)
-      return std::make_unique<CompletedWork>();
     enter(kOp, buf, buf, count, root, 0);
     if (rank_ != root) {
       std::memcpy(buf, in_of<float>(root), count * sizeof(float));
@@ -217,16 +187,9 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work> reduce_async(
+  std::unique_ptr<Work> do_reduce_async(
       const float* in, float* out, int64_t count, int root) override {
     constexpr OpType kOp = OpType::kReduce;
-    check_count(kOp, in, count);
-    check_rank(kOp, "root", root);
-    if (rank_ == root)
-      check_count(kOp, out, count);
-    record_op(kOp, count);
-    if (count == 0)
-      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, root, 0);
     // Element range [lo, hi) of the result is this thread's: it alone
     // reads those elements of every input and writes them on root, so in
@@ -246,16 +209,9 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work> all_to_all_async(
+  std::unique_ptr<Work> do_all_to_all_async(
       const float* in, float* out, int64_t count) override {
     constexpr OpType kOp = OpType::kAllToAll;
-    check_count(kOp, in, count);
-    check_count(kOp, out, count);
-    int64_t bytes = count * size() * static_cast<int64_t>(sizeof(float));
-    check_disjoint(kOp, in, bytes, out, bytes);
-    record_op(kOp, count);
-    if (count == 0)
-      return std::make_unique<CompletedWork>();
     enter(kOp, in, out, count, 0, 0);
     for (int j = 0; j < size(); ++j) {
       std::memcpy(
@@ -267,17 +223,16 @@ class LocalProcessGroup final : public ProcessGroup {
     return std::make_unique<CompletedWork>();
   }
 
-  std::unique_ptr<Work> send_async(
+  std::unique_ptr<Work> do_send_async(
       const float* buf, int64_t count, int peer, int tag) override;
-  std::unique_ptr<Work> recv_async(
+  std::unique_ptr<Work> do_recv_async(
       float* buf, int64_t count, int peer, int tag) override;
 
-  void barrier() override {
-    record_op(OpType::kBarrier, 0);
+  void do_barrier() override {
     barrier_wait(to_string(OpType::kBarrier));
   }
 
-  std::unique_ptr<ProcessGroup> split(
+  std::unique_ptr<ProcessGroup> do_split(
       int color, int key, std::string name) override {
     const char* what = "split";
     Slot& mine = shared_->slots[rank_];
@@ -308,10 +263,8 @@ class LocalProcessGroup final : public ProcessGroup {
     mine.child.reset();
     int new_rank = static_cast<int>(
         std::find(members.begin(), members.end(), rank_) - members.begin());
-    auto pg = std::make_unique<LocalProcessGroup>(
+    return std::make_unique<LocalProcessGroup>(
         std::move(child), new_rank, std::move(name));
-    pg->set_timeout_s(timeout_s());
-    return pg;
   }
 
  private:
@@ -330,10 +283,6 @@ class LocalProcessGroup final : public ProcessGroup {
   std::unique_ptr<Work> all_reduce_impl(
       T* buf, int64_t count, ReduceOp op, int dtype) {
     constexpr OpType kOp = OpType::kAllReduce;
-    check_count(kOp, buf, count);
-    record_op(kOp, count, int64_t{sizeof(T)});
-    if (count == 0)
-      return std::make_unique<CompletedWork>();
     enter(kOp, buf, buf, count, 0, encode_extra(op, dtype));
     // Element range [lo, hi) is this thread's in every rank's buffer: it
     // reduces it in rank order and writes the result back to all of them.
@@ -608,13 +557,9 @@ std::shared_ptr<P2p> LocalProcessGroup::post_p2p(
   return entry;
 }
 
-std::unique_ptr<Work> LocalProcessGroup::send_async(
+std::unique_ptr<Work> LocalProcessGroup::do_send_async(
     const float* buf, int64_t count, int peer, int tag) {
   constexpr OpType kOp = OpType::kSend;
-  check_count(kOp, buf, count);
-  check_rank(kOp, "peer", peer);
-  check_tag(kOp, tag);
-  record_op(kOp, count);
   auto entry = post_p2p(true, buf, nullptr, count, peer, tag);
   return std::make_unique<LocalP2pWork>(
       shared_,
@@ -625,13 +570,9 @@ std::unique_ptr<Work> LocalProcessGroup::send_async(
       timeout_s());
 }
 
-std::unique_ptr<Work> LocalProcessGroup::recv_async(
+std::unique_ptr<Work> LocalProcessGroup::do_recv_async(
     float* buf, int64_t count, int peer, int tag) {
   constexpr OpType kOp = OpType::kRecv;
-  check_count(kOp, buf, count);
-  check_rank(kOp, "peer", peer);
-  check_tag(kOp, tag);
-  record_op(kOp, count);
   auto entry = post_p2p(false, nullptr, buf, count, peer, tag);
   return std::make_unique<LocalP2pWork>(
       shared_,

@@ -1,6 +1,13 @@
-// MPI backend: MpiRuntime (MPI_Init_thread / MPI_Finalize) and
-// MpiProcessGroup, a ProcessGroup over an MPI communicator. <mpi.h> stays
-// in mpi_process_group.cpp; nothing here needs it.
+// MPI backend: MpiProcessGroup, a ProcessGroup over an MPI communicator,
+// made by MpiRuntime (mpi_runtime.h, included here) and split(). Nothing
+// here needs <mpi.h>; the backend's files are
+//
+//   mpi_runtime     MPI init / finalize and the process-wide state
+//   mpi_progress    operation queue, progress and Work (watchdog)
+//   mpi_ops         operations as MPI requests
+//   ring_algorithms the ring / pairwise schedules (no MPI)
+//   mpi_process_group  this class: picks an algorithm per call
+//   mpi_error       NDT_MPI_CHECK
 //
 // Note [MPI progress]
 // Every operation is nonblocking underneath and advances only while this
@@ -43,48 +50,15 @@
 #include <memory>
 #include <string>
 
+#include "comm/mpi_runtime.h"
 #include "comm/process_group.h"
 
 namespace ndt {
 
-class MpiProcessGroup;
-
 namespace detail {
 class MpiOp;
-}
-
-// RAII owner of MPI for the process: one instance, made first thing in
-// main() and destroyed last (after every MpiProcessGroup).
-class MpiRuntime {
- public:
-  // MPI_Init_thread(MPI_THREAD_SERIALIZED); MPI errors return codes
-  // (MPI_ERRORS_RETURN) that become CommError. Throws CommError when MPI
-  // is already initialised or the thread level is below FUNNELED.
-  MpiRuntime(int* argc, char*** argv);
-  ~MpiRuntime();  // MPI_Finalize
-  MpiRuntime(const MpiRuntime&) = delete;
-  MpiRuntime& operator=(const MpiRuntime&) = delete;
-
-  // MPI initialised and not finalised.
-  static bool active();
-  // MPI_Abort(MPI_COMM_WORLD, code): ends every rank. Does nothing when MPI
-  // is not active (the caller then exits on its own).
-  static void abort(int code);
-
-  int world_rank() const {
-    return world_rank_;
-  }
-  int world_size() const {
-    return world_size_;
-  }
-  // A new group over all processes (private duplicates of
-  // MPI_COMM_WORLD), named "world". Collective: every rank calls it.
-  std::unique_ptr<MpiProcessGroup> world();
-
- private:
-  int world_rank_ = 0;
-  int world_size_ = 1;
-};
+struct MpiGroupState;
+}  // namespace detail
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
@@ -94,37 +68,9 @@ class MpiProcessGroup final : public ProcessGroup {
   // 1 MiB, below which MPI's fewer, latency-bound rounds win.
   static constexpr int64_t kDefaultRingMinBytes = int64_t{1} << 20;
 
-  struct State;  // communicators, queue and scratch; in the .cpp
-  MpiProcessGroup(std::shared_ptr<State> state, std::string name);
+  MpiProcessGroup(
+      std::shared_ptr<detail::MpiGroupState> state, std::string name);
   ~MpiProcessGroup() override;
-
-  int rank() const override;
-  int size() const override;
-
-  std::unique_ptr<Work> all_reduce_async(
-      float* buf, int64_t count, ReduceOp op) override;
-  std::unique_ptr<Work> all_reduce_async(
-      double* buf, int64_t count, ReduceOp op) override;
-  std::unique_ptr<Work> reduce_scatter_async(
-      const float* in, float* out, int64_t count) override;
-  std::unique_ptr<Work> all_gather_async(
-      const float* in, float* out, int64_t count) override;
-  std::unique_ptr<Work> broadcast_async(
-      float* buf, int64_t count, int root) override;
-  std::unique_ptr<Work> reduce_async(
-      const float* in, float* out, int64_t count, int root) override;
-  std::unique_ptr<Work> all_to_all_async(
-      const float* in, float* out, int64_t count) override;
-  std::unique_ptr<Work> send_async(
-      const float* buf, int64_t count, int peer, int tag) override;
-  std::unique_ptr<Work> recv_async(
-      float* buf, int64_t count, int peer, int tag) override;
-  void barrier() override;
-  // Completes this group's queued collectives first, then MPI_Comm_split
-  // (blocking, without watchdog).
-  std::unique_ptr<ProcessGroup> split(
-      int color, int key, std::string name) override;
-  void progress() override;
 
   // Tuning; must be identical on every rank of the group and changed only
   // while no operation is outstanding. Largest message of a collective
@@ -140,11 +86,38 @@ class MpiProcessGroup final : public ProcessGroup {
   void set_ring_min_bytes(int64_t bytes);
   int64_t ring_min_bytes() const;
 
+ protected:
+  std::unique_ptr<Work> do_all_reduce_async(
+      float* buf, int64_t count, ReduceOp op) override;
+  std::unique_ptr<Work> do_all_reduce_async(
+      double* buf, int64_t count, ReduceOp op) override;
+  std::unique_ptr<Work> do_reduce_scatter_async(
+      const float* in, float* out, int64_t count) override;
+  std::unique_ptr<Work> do_all_gather_async(
+      const float* in, float* out, int64_t count) override;
+  std::unique_ptr<Work> do_broadcast_async(
+      float* buf, int64_t count, int root) override;
+  std::unique_ptr<Work> do_reduce_async(
+      const float* in, float* out, int64_t count, int root) override;
+  std::unique_ptr<Work> do_all_to_all_async(
+      const float* in, float* out, int64_t count) override;
+  std::unique_ptr<Work> do_send_async(
+      const float* buf, int64_t count, int peer, int tag) override;
+  std::unique_ptr<Work> do_recv_async(
+      float* buf, int64_t count, int peer, int tag) override;
+  void do_barrier() override;
+  // Completes this group's queued collectives first, then MPI_Comm_split
+  // (blocking, without watchdog).
+  std::unique_ptr<ProcessGroup> do_split(
+      int color, int key, std::string name) override;
+  void do_progress() override;
+  // A group that failed (Note [MPI progress], Watchdog) starts nothing.
+  void check_usable(OpType op) const override;
+
  private:
   std::unique_ptr<Work> submit(std::shared_ptr<detail::MpiOp> op);
-  void check_usable(OpType op) const;
 
-  std::shared_ptr<State> state_;
+  std::shared_ptr<detail::MpiGroupState> state_;
 };
 
 }  // namespace ndt

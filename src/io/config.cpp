@@ -614,71 +614,13 @@ void check_tensor_parallel(const Config& c) {
         p.order,
         "'");
   }
-  if (p.tp == 1) {
-    NDT_CHECK(
-        !p.tp_seq,
-        ConfigError,
-        "parallel.tp_seq needs tensor parallelism (parallel.tp > 1)");
-    return;
-  }
-  const ModelConfig& m = c.model;
   NDT_CHECK(
-      m.kind != ModelKind::kMlp,
+      p.tp > 1 || !p.tp_seq,
       ConfigError,
-      "parallel.tp=",
-      p.tp,
-      ": model.kind mlp has no tensor-parallel layers; use model.kind vit or "
-      "gpt, or parallel.tp=1");
-  NDT_CHECK(
-      p.dp == 1 || p.dp_mode == DpMode::kMpi,
-      ConfigError,
-      "parallel.tp=",
-      p.tp,
-      " needs parallel.dp_mode=mpi");
-  NDT_CHECK(
-      m.heads % p.tp == 0,
-      ConfigError,
-      "model.heads (",
-      m.heads,
-      ") must be divisible by parallel.tp (",
-      p.tp,
-      "): attention heads are split across the tensor-parallel ranks");
-  NDT_CHECK(
-      m.mlp_dim % p.tp == 0,
-      ConfigError,
-      "model.mlp_dim (",
-      m.mlp_dim,
-      ") must be divisible by parallel.tp (",
-      p.tp,
-      ")");
-  if (m.kind == ModelKind::kGpt) {
-    NDT_CHECK(
-        m.vocab % p.tp == 0,
-        ConfigError,
-        "model.vocab (",
-        m.vocab,
-        ") must be divisible by parallel.tp (",
-        p.tp,
-        "): the vocabulary is split across the tensor-parallel ranks (no "
-        "padding is done)");
-  }
-  if (p.tp_seq) {
-    const int64_t T = model_tokens(m);
-    const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
-    NDT_CHECK(
-        micro * T % p.tp == 0,
-        ConfigError,
-        "parallel.tp_seq splits each micro-batch's tokens over parallel.tp (",
-        p.tp,
-        ") ranks: ",
-        micro,
-        " samples x ",
-        T,
-        " tokens = ",
-        micro * T,
-        " is not divisible by ",
-        p.tp);
-  }
+      "parallel.tp_seq needs tensor parallelism (parallel.tp > 1)");
+  // The checks of the configured mode itself live with the mode
+  // (parallel/tensor_parallel_mode.h) and run before anything is
+  // allocated.
 }
 
 // Pipeline keys: consistent with each other and with the model's blocks.

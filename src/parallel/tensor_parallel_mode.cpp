@@ -19,10 +19,77 @@ class NoTensorParallel final : public TensorParallelMode {
   }
 };
 
+// 1D: every split the layers make must be exact.
+void check_tp1d(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  const ModelConfig& m = c.model;
+  NDT_CHECK(
+      m.kind != ModelKind::kMlp,
+      ConfigError,
+      "parallel.tp=",
+      p.tp,
+      ": model.kind mlp has no tensor-parallel layers; use model.kind vit or "
+      "gpt, or parallel.tp=1");
+  NDT_CHECK(
+      p.dp == 1 || p.dp_mode == DpMode::kMpi,
+      ConfigError,
+      "parallel.tp=",
+      p.tp,
+      " needs parallel.dp_mode=mpi");
+  NDT_CHECK(
+      m.heads % p.tp == 0,
+      ConfigError,
+      "model.heads (",
+      m.heads,
+      ") must be divisible by parallel.tp (",
+      p.tp,
+      "): attention heads are split across the tensor-parallel ranks");
+  NDT_CHECK(
+      m.mlp_dim % p.tp == 0,
+      ConfigError,
+      "model.mlp_dim (",
+      m.mlp_dim,
+      ") must be divisible by parallel.tp (",
+      p.tp,
+      ")");
+  if (m.kind == ModelKind::kGpt) {
+    NDT_CHECK(
+        m.vocab % p.tp == 0,
+        ConfigError,
+        "model.vocab (",
+        m.vocab,
+        ") must be divisible by parallel.tp (",
+        p.tp,
+        "): the vocabulary is split across the tensor-parallel ranks (no "
+        "padding is done)");
+  }
+  if (p.tp_seq) {
+    const int64_t T = model_tokens(m);
+    const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
+    NDT_CHECK(
+        micro * T % p.tp == 0,
+        ConfigError,
+        "parallel.tp_seq splits each micro-batch's tokens over parallel.tp (",
+        p.tp,
+        ") ranks: ",
+        micro,
+        " samples x ",
+        T,
+        " tokens = ",
+        micro * T,
+        " is not divisible by ",
+        p.tp);
+  }
+}
+
 class Tp1d final : public TensorParallelMode {
  public:
-  Tp1d(int tp, bool token_split, int64_t tokens)
-      : tp_(tp), token_split_(token_split), tokens_(tokens) {}
+  explicit Tp1d(const Config& c)
+      : tp_(c.parallel.tp),
+        token_split_(c.parallel.tp_seq),
+        tokens_(model_tokens(c.model)) {
+    check_tp1d(c);
+  }
   std::vector<MeshAxis> axes() const override {
     return {{"tp", tp_}};
   }
@@ -54,7 +121,7 @@ std::unique_ptr<TensorParallelMode> make_tensor_parallel_mode(
     return std::make_unique<NoTensorParallel>();
   switch (p.tp_mode) {
     case TpMode::k1d:
-      return std::make_unique<Tp1d>(p.tp, p.tp_seq, model_tokens(config.model));
+      return std::make_unique<Tp1d>(config);
   }
   NDT_ASSERT(false, "invalid TpMode ", static_cast<int>(p.tp_mode));
   return nullptr;

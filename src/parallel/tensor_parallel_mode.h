@@ -1,9 +1,9 @@
 // TensorParallelMode: a tensor-parallel scheme as a unit (DESIGN.md, "A
-// parallel mode is a unit"). A mode supplies its mesh axes, its layer
-// builder (the models are written once against nn/builder.h), and the local
-// shape of the activations that flow between blocks (what pipeline stages
-// send). make_tensor_parallel_mode() is the one switch over
-// parallel.tp_mode; the engine, the CLI, checkpoints and verify work from
+// parallel mode is a unit"). A mode supplies its mesh axes, its config
+// checks, its layer builder (the models are written once against
+// nn/builder.h), and the local shape of the activations that flow between
+// blocks (what pipeline stages send). make_tensor_parallel_mode() is the
+// one switch over parallel.tp_mode; the engine, the CLI, checkpoints and verify work from
 // the mesh and each parameter's Layout and never name a mode.
 //
 // Modes today: none (parallel.tp = 1: the serial layers, axis "tp" of size
@@ -40,6 +40,8 @@ class TensorParallelMode {
   virtual Shape local_activation(const Shape& global) const = 0;
 };
 
+// The configured mode. Throws ConfigError when the config does not fit it
+// (e.g. heads not divisible by parallel.tp for 1d), naming the keys.
 std::unique_ptr<TensorParallelMode> make_tensor_parallel_mode(
     const Config& config);
 

@@ -3,7 +3,8 @@
 // (parallel.tp, tp_mode, tp_seq, order): a valid config loads and
 // round-trips, and every rule of check_pipeline() and
 // check_tensor_parallel() fails with a ConfigError naming the keys and the
-// values at fault.
+// values at fault (the 1d mode's own rules: tests/parallel,
+// test_tensor_parallel_mode.cpp).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -239,29 +240,7 @@ TEST(ConfigTensorParallel, ValidHybridLoads) {
   EXPECT_EQ(config_to_json(back), config_to_json(c));
 }
 
-TEST(ConfigTensorParallel, SplitsMustBeExact) {
-  expect_has(
-      override_error(gpt(2, {"model.heads=2", "parallel.tp=4"})),
-      {"model.heads (2)", "parallel.tp (4)"});
-  expect_has(
-      override_error(
-          gpt(2, {"model.heads=4", "model.mlp_dim=6", "parallel.tp=4"})),
-      {"model.mlp_dim (6)", "parallel.tp (4)"});
-  expect_has(
-      override_error(
-          gpt(2,
-              {"model.heads=3",
-               "model.dim=48",
-               "model.mlp_dim=96",
-               "parallel.tp=3"})),
-      {"model.vocab (256)", "parallel.tp (3)", "padding"});
-}
-
 TEST(ConfigTensorParallel, RejectsWhatCannotSplit) {
-  expect_has(
-      override_error(
-          {"model.kind=mlp", "data.name=synthetic", "parallel.tp=2"}),
-      {"parallel.tp=2", "model.kind mlp"});
   expect_has(
       override_error(gpt(2, {"parallel.tp_seq=true"})),
       {"parallel.tp_seq", "parallel.tp > 1"});
@@ -271,15 +250,6 @@ TEST(ConfigTensorParallel, RejectsWhatCannotSplit) {
   expect_has(
       override_error(gpt(2, {"parallel.tp_mode=2d"})),
       {"parallel.tp_mode", "1d"});
-  // 3 samples x 5 tokens per micro-batch do not split over 2 ranks.
-  expect_has(
-      override_error(
-          gpt(2,
-              {"model.seq_len=5",
-               "train.batch_size=3",
-               "parallel.tp=2",
-               "parallel.tp_seq=true"})),
-      {"parallel.tp_seq", "15", "2"});
 }
 
 }  // namespace

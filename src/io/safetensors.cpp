@@ -431,7 +431,9 @@ void write_safetensors(
 
 SafetensorsFile read_safetensors(const std::string& path) {
   Invalid invalid(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once and fails the regular-file check
+  // below instead of waiting for a writer; regular files ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     NDT_CHECK(

@@ -176,6 +176,14 @@ TEST(UntrustedSafetensors, DeepShapeOrOffsetsIsAnError) {
   }
 }
 
+TEST(UntrustedSafetensors, FifoIsRefusedWithoutWaiting) {
+  TempDir dir;
+  std::string path = dir.sub("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::string msg = error_of<CheckpointError>([&] { read_safetensors(path); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+}
+
 TEST(UntrustedConfig, DeepJsonConfigIsAnError) {
   json j = json::parse("{\"train\": {\"steps\": " + nested(20000) + "}}");
   std::string msg = error_of<ConfigError>([&] { config_from_json(j); });

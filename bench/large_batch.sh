@@ -38,6 +38,7 @@ for spec in "${OPTS[@]}"; do
     echo "== $name batch $B: $steps steps, lr $lr"
     # shellcheck disable=SC2086
     build/ndtrain train -c configs/fashion_vit.yaml run.dir="$dir" \
+      train.overwrite=true \
       model.dim=64 model.depth=2 model.heads=2 model.mlp_dim=128 \
       data.augment=false train.batch_size=$B train.steps=$steps \
       train.log_every=$(( steps < 10 ? 1 : steps / 5 )) train.eval_every=0 \

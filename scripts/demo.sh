@@ -18,7 +18,7 @@ run=runs/demo
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 mpirun --oversubscribe --bind-to none -np 8 build/ndtrain train \
-  -c configs/fortunes_gpt.yaml run.name=demo \
+  -c configs/fortunes_gpt.yaml run.name=demo train.overwrite=true \
   parallel.dp=2 parallel.pp=2 parallel.tp=2 parallel.tp_seq=true \
   parallel.microbatches=4 train.threads=1 train.steps="$steps" \
   optim.warmup_steps=$((steps / 12)) train.eval_every=$((steps / 3)) \

@@ -1,0 +1,130 @@
+// 2D tensor-parallel dense layer (tp2d_linear.h, SUMMA on a q x q grid)
+// against the serial Linear, master-vs-shard (CONVENTIONS.md 5): run_local
+// (q^2) gives every rank a thread and a real ProcessGroup on a mesh with
+// axes tp_row x tp_col; each rank builds the serial layer and its 2D block
+// with the same names and seed, checks that init drew the serial values
+// for its blocks, runs both on the same random input and output gradient
+// (x [N, IC] as rows, the rank's block x_ij = row-block i, column-block
+// j), and compares its block of the output, the input gradient and every
+// parameter gradient. q = 2 and 3, with and without bias, and with GELU.
+//
+// Tolerances, max |a - b| / max |b| per tensor:
+//   0     parameter values after init (the counter RNG draws each global
+//         element by its index);
+//   1e-5  (kSumTol) y, dx, dW and db: each is a sum over q blocks (or over
+//         the row blocks) where the serial layer sums in one GEMM. A wrong
+//         block, root or reduction is O(1) in these relative terms.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "comm/local_process_group.h"
+#include "comm/mesh.h"
+#include "nn/linear.h"
+#include "ops/ops.h"
+#include "parallel/tp2d_linear.h"
+#include "test_util.h"
+
+namespace ndt {
+namespace {
+
+using test::randn;
+
+constexpr double kSumTol = 1e-5;
+constexpr uint64_t kSeed = 5;
+constexpr int kN = 12, kIn = 12, kOut = 36;
+
+double rel_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    return INFINITY;
+  double scale = 0;
+  for (int64_t i = 0; i < b.numel(); ++i)
+    scale = std::max(scale, std::fabs(double(b.data()[i])));
+  return test::max_abs_diff(a, b) / std::max(scale, 1e-30);
+}
+
+// Block (bi, bj) of a [R, C] tensor cut into q x q blocks.
+Tensor block(const Tensor& t, int q, int bi, int bj) {
+  const int64_t R = t.dim(0) / q, C = t.dim(1) / q;
+  Tensor out({R, C}, MemTag::kOther);
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c)
+      out.data()[r * C + c] = t.data()[(bi * R + r) * t.dim(1) + bj * C + c];
+  }
+  return out;
+}
+
+struct Result {
+  std::vector<std::string> what;
+  std::vector<double> diff;
+  void add(std::string w, double d) {
+    what.push_back(std::move(w));
+    diff.push_back(d);
+  }
+};
+
+void check(int q, bool bias, Act act) {
+  std::vector<Result> results(q * q);
+  run_local(q * q, [&](ProcessGroup& pg) {
+    Mesh mesh(pg, {q, q}, {"tp_row", "tp_col"});
+    const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
+    Result& res = results[pg.rank()];
+    Linear serial("fc", kIn, kOut, bias, act, 0.3f);
+    Linear2d par("fc", kIn, kOut, bias, act, 0.3f, mesh);
+    std::vector<Parameter*> ps = serial.parameters(), pp = par.parameters();
+    ASSERT_EQ(ps.size(), pp.size());
+    for (size_t k = 0; k < ps.size(); ++k) {
+      init_parameter(*ps[k], kSeed);
+      init_parameter(*pp[k], kSeed);
+      if (ps[k]->init.kind != Init::kNormal) {  // lift the bias off zero
+        Tensor g = randn(ps[k]->layout.global_shape, kSeed, "perturb", 0.5f);
+        ops::add_(ps[k]->value, g);
+        ops::add_(pp[k]->value, pp[k]->layout.take_local(g));
+      }
+      res.add(
+          pp[k]->name + " init",
+          rel_diff(pp[k]->value, pp[k]->layout.take_local(ps[k]->value)));
+    }
+    const Tensor x = randn({kN, kIn}, kSeed, "x");
+    const Tensor dy = randn({kN, kOut}, kSeed, "dy");
+    Context cs, cp;
+    Tensor ys = serial.forward(x, cs);
+    Tensor yp = par.forward(block(x, q, i, j), cp);
+    res.add("y", rel_diff(yp, block(ys, q, i, j)));
+    Tensor dxs = serial.backward(dy, cs);
+    Tensor dxp = par.backward(block(dy, q, i, j), cp);
+    res.add("dx", rel_diff(dxp, block(dxs, q, i, j)));
+    for (size_t k = 0; k < ps.size(); ++k) {
+      res.add(
+          pp[k]->name + " grad",
+          rel_diff(pp[k]->grad, pp[k]->layout.take_local(ps[k]->grad)));
+    }
+  });
+  for (int r = 0; r < q * q; ++r) {
+    const Result& res = results[r];
+    ASSERT_FALSE(res.what.empty()) << "rank " << r << " checked nothing";
+    for (size_t k = 0; k < res.what.size(); ++k) {
+      const double tol =
+          res.what[k].find("init") != std::string::npos ? 0.0 : kSumTol;
+      EXPECT_LE(res.diff[k], tol)
+          << "q=" << q << " rank " << r << ": " << res.what[k];
+    }
+  }
+}
+
+TEST(Linear2d, MatchesSerialQ2) {
+  check(2, false, Act::kNone);
+  check(2, true, Act::kNone);
+  check(2, true, Act::kGelu);
+}
+
+TEST(Linear2d, MatchesSerialQ3) {
+  check(3, false, Act::kNone);
+  check(3, true, Act::kGelu);
+}
+
+}  // namespace
+}  // namespace ndt

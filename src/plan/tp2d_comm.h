@@ -1,0 +1,33 @@
+// Analytic communication of 2D (SUMMA) tensor parallelism per layer, per
+// rank, in the ledger's units (comm_volume.h), on the two groups of the
+// q x q grid: the row group (the ranks of my row, mesh axis "tp_col") and
+// the column group (the ranks of my column, mesh axis "tp_row"); see
+// parallel/tp2d_linear.h. ALGORITHMS.md 2.1 gives the pattern: every GEMM
+// is q steps of a broadcast along one group and a broadcast or reduce
+// along the other.
+//
+// Shape letters: N = rows of the flattened activation (all q row blocks),
+// IC / OC = input / output features, q = grid side.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/comm_volume.h"
+
+namespace ndt {
+
+struct Tp2dVolume {
+  PassVolume row;  // the group of my row
+  PassVolume col;  // the group of my column
+};
+
+// Linear2d [N, IC] -> [N, OC]:
+//   fwd: row q broadcasts [N/q, IC/q] (x); col q broadcasts [OC/q, IC/q]
+//        (w); bias: col all-gather [OC/q^2]
+//   bwd: dW: row q broadcasts [N/q, IC/q], col q reduces [OC/q, IC/q];
+//        dX (need_dx): col q broadcasts [OC/q, IC/q], row q reduces
+//        [N/q, IC/q]; bias: col reduce-scatter [OC/q^2]
+Tp2dVolume linear2d_comm(
+    int q, int64_t N, int64_t IC, int64_t OC, bool bias, bool need_dx = true);
+
+}  // namespace ndt

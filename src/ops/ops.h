@@ -115,6 +115,41 @@ void residual_layernorm_forward(
     const Tensor& b,
     float eps);
 
+// LayerNorm whose rows are split across ranks (cpu/layernorm_split.cpp):
+// x [N, Cl] is a block of columns of rows of C_global columns; sums [N, 2]
+// (doubles) are per-row partials that the caller sums over the ranks
+// holding the rest of the row, between the two calls of each pass.
+void layernorm_split_stats(double* sums, const Tensor& x);
+void layernorm_split_forward(
+    Tensor& y,
+    Tensor& mean,
+    Tensor& rstd,
+    const Tensor& x,
+    const double* sums,
+    int64_t C_global,
+    const Tensor& w,
+    const Tensor& b,
+    float eps);
+void layernorm_split_grad_stats(
+    double* sums,
+    const Tensor& dy,
+    const Tensor& x,
+    const Tensor& w,
+    const Tensor& mean,
+    const Tensor& rstd);
+// dx assigned; dw, db accumulated over my rows.
+void layernorm_split_backward(
+    Tensor& dx,
+    Tensor& dw,
+    Tensor& db,
+    const Tensor& dy,
+    const Tensor& x,
+    const Tensor& w,
+    const Tensor& mean,
+    const Tensor& rstd,
+    const double* sums,
+    int64_t C_global);
+
 // ---- softmax
 // ------------------------------------------------------------------
 

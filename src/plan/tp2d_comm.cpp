@@ -38,4 +38,25 @@ Tp2dVolume linear2d_comm(
   return v;
 }
 
+Tp2dVolume layernorm2d_comm(int q, int64_t N, int64_t C) {
+  NDT_CHECK(
+      q >= 1 && N % q == 0 && C % (int64_t(q) * q) == 0,
+      ConfigError,
+      "layernorm2d_comm: N ",
+      N,
+      ", C ",
+      C,
+      " do not split over a ",
+      q,
+      " x ",
+      q,
+      " grid");
+  Tp2dVolume v;
+  v.row.fwd.add(OpType::kAllReduce, 1, 2 * (N / q), kFp64Bytes);
+  v.col.fwd.add(OpType::kAllGather, 2, C / q / q);
+  v.row.bwd.add(OpType::kAllReduce, 1, 2 * (N / q), kFp64Bytes);
+  v.col.bwd.add(OpType::kReduceScatter, 2, C / q / q);
+  return v;
+}
+
 }  // namespace ndt

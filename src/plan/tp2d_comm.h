@@ -30,4 +30,10 @@ struct Tp2dVolume {
 Tp2dVolume linear2d_comm(
     int q, int64_t N, int64_t IC, int64_t OC, bool bias, bool need_dx = true);
 
+// LayerNorm2d over C on [N, C]:
+//   fwd: row all-reduce [2 N/q] fp64 (row sums of x, x^2); col 2
+//        all-gathers [C/q^2] (weight, bias)
+//   bwd: row all-reduce [2 N/q] fp64; col 2 reduce-scatters [C/q^2]
+Tp2dVolume layernorm2d_comm(int q, int64_t N, int64_t C);
+
 }  // namespace ndt

@@ -1,12 +1,13 @@
-// 2D tensor-parallel dense layer (tp2d_linear.h, SUMMA on a q x q grid)
-// against the serial Linear, master-vs-shard (CONVENTIONS.md 5): run_local
-// (q^2) gives every rank a thread and a real ProcessGroup on a mesh with
-// axes tp_row x tp_col; each rank builds the serial layer and its 2D block
-// with the same names and seed, checks that init drew the serial values
-// for its blocks, runs both on the same random input and output gradient
-// (x [N, IC] as rows, the rank's block x_ij = row-block i, column-block
-// j), and compares its block of the output, the input gradient and every
-// parameter gradient. q = 2 and 3, with and without bias, and with GELU.
+// 2D tensor-parallel layers (tp2d_linear.h, SUMMA on a q x q grid;
+// tp2d_norm.h) against the serial Linear and LayerNorm, master-vs-shard
+// (CONVENTIONS.md 5): run_local (q^2) gives every rank a thread and a real
+// ProcessGroup on a mesh with axes tp_row x tp_col; each rank builds the serial
+// layer and its 2D block with the same names and seed, checks that init drew
+// the serial values for its blocks, runs both on the same random input and
+// output gradient (x [N, IC] as rows, the rank's block x_ij = row-block i,
+// column-block j), and compares its block of the output, the input gradient and
+// every parameter gradient. q = 2 and 3, with and without bias, and with GELU;
+// LayerNorm at q = 2 and 3.
 //
 // Tolerances, max |a - b| / max |b| per tensor:
 //   0     parameter values after init (the counter RNG draws each global
@@ -18,14 +19,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/local_process_group.h"
 #include "comm/mesh.h"
+#include "nn/layernorm.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
 #include "parallel/tp2d_linear.h"
+#include "parallel/tp2d_norm.h"
 #include "test_util.h"
 
 namespace ndt {
@@ -66,14 +70,20 @@ struct Result {
   }
 };
 
-void check(int q, bool bias, Act act) {
+// Runs serial and 2D layer (made by `make`) on q x q threads and checks
+// every rank's blocks; in/out: the layer's input and output features.
+template <typename MakeSerial, typename MakePar>
+void check_layer(
+    int q, int in, int out, MakeSerial make_serial, MakePar make_par) {
   std::vector<Result> results(q * q);
   run_local(q * q, [&](ProcessGroup& pg) {
     Mesh mesh(pg, {q, q}, {"tp_row", "tp_col"});
     const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
     Result& res = results[pg.rank()];
-    Linear serial("fc", kIn, kOut, bias, act, 0.3f);
-    Linear2d par("fc", kIn, kOut, bias, act, 0.3f, mesh);
+    auto serial_ptr = make_serial();
+    auto par_ptr = make_par(mesh);
+    Module& serial = *serial_ptr;
+    Module& par = *par_ptr;
     std::vector<Parameter*> ps = serial.parameters(), pp = par.parameters();
     ASSERT_EQ(ps.size(), pp.size());
     for (size_t k = 0; k < ps.size(); ++k) {
@@ -88,8 +98,8 @@ void check(int q, bool bias, Act act) {
           pp[k]->name + " init",
           rel_diff(pp[k]->value, pp[k]->layout.take_local(ps[k]->value)));
     }
-    const Tensor x = randn({kN, kIn}, kSeed, "x");
-    const Tensor dy = randn({kN, kOut}, kSeed, "dy");
+    const Tensor x = randn({kN, in}, kSeed, "x");
+    const Tensor dy = randn({kN, out}, kSeed, "dy");
     Context cs, cp;
     Tensor ys = serial.forward(x, cs);
     Tensor yp = par.forward(block(x, q, i, j), cp);
@@ -112,6 +122,33 @@ void check(int q, bool bias, Act act) {
       EXPECT_LE(res.diff[k], tol)
           << "q=" << q << " rank " << r << ": " << res.what[k];
     }
+  }
+}
+
+void check(int q, bool bias, Act act) {
+  check_layer(
+      q,
+      kIn,
+      kOut,
+      [&] {
+        return std::make_unique<Linear>("fc", kIn, kOut, bias, act, 0.3f);
+      },
+      [&](Mesh& mesh) {
+        return std::make_unique<Linear2d>(
+            "fc", kIn, kOut, bias, act, 0.3f, mesh);
+      });
+}
+
+TEST(LayerNorm2d, MatchesSerial) {
+  for (int q : {2, 3}) {
+    check_layer(
+        q,
+        kOut,
+        kOut,
+        [] { return std::make_unique<LayerNorm>("ln", kOut); },
+        [](Mesh& mesh) {
+          return std::make_unique<LayerNorm2d>("ln", kOut, mesh);
+        });
   }
 }
 

@@ -1,6 +1,7 @@
 #include "plan/model_shape.h"
 
 #include "base/check.h"
+#include "io/model_options.h"
 
 namespace ndt {
 namespace {
@@ -168,36 +169,12 @@ ModelShape model_shape(const ModelConfig& c, int tp) {
           "model.kind mlp has no tensor-parallel layers (parallel.tp ",
           tp,
           ")");
-      MlpOptions o;
-      o.inputs = c.channels * c.image_size * c.image_size;
-      o.hidden = c.hidden;
-      o.classes = c.num_classes;
-      o.dropout = c.dropout;
-      return mlp_shape(o);
+      return mlp_shape(mlp_options(c));
     }
-    case ModelKind::kVit: {
-      VitOptions o;
-      o.image_size = c.image_size;
-      o.channels = c.channels;
-      o.patch = c.patch;
-      o.dim = c.dim;
-      o.depth = c.depth;
-      o.heads = c.heads;
-      o.mlp_dim = c.mlp_dim;
-      o.classes = c.num_classes;
-      o.pool = c.pool == Pool::kCls ? HeadPool::kCls : HeadPool::kMean;
-      return vit_shape(o, tp);
-    }
-    case ModelKind::kGpt: {
-      GptOptions o;
-      o.vocab = c.vocab;
-      o.seq_len = c.seq_len;
-      o.dim = c.dim;
-      o.depth = c.depth;
-      o.heads = c.heads;
-      o.mlp_dim = c.mlp_dim;
-      return gpt_shape(o, tp);
-    }
+    case ModelKind::kVit:
+      return vit_shape(vit_options(c), tp);
+    case ModelKind::kGpt:
+      return gpt_shape(gpt_options(c), tp);
   }
   NDT_ASSERT(false, "invalid ModelKind ", static_cast<int>(c.kind));
   return {};

@@ -1,5 +1,6 @@
 #include "train/factory.h"
 
+#include "io/model_options.h"
 #include "optim/adamw.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
@@ -9,42 +10,12 @@ namespace ndt {
 
 std::unique_ptr<Model> make_model(const ModelConfig& c, Builder& builder) {
   switch (c.kind) {
-    case ModelKind::kMlp: {
-      MlpOptions o;
-      o.inputs = c.channels * c.image_size * c.image_size;
-      o.hidden = c.hidden;
-      o.classes = c.num_classes;
-      o.act = c.activation == Activation::kGelu ? Act::kGelu : Act::kRelu;
-      o.dropout = c.dropout;
-      return build_mlp(o, builder);
-    }
-    case ModelKind::kVit: {
-      VitOptions o;
-      o.image_size = c.image_size;
-      o.channels = c.channels;
-      o.patch = c.patch;
-      o.dim = c.dim;
-      o.depth = c.depth;
-      o.heads = c.heads;
-      o.mlp_dim = c.mlp_dim;
-      o.classes = c.num_classes;
-      o.pool = c.pool == Pool::kCls ? HeadPool::kCls : HeadPool::kMean;
-      o.dropout = c.dropout;
-      o.init_std = c.init_std;
-      return build_vit(o, builder);
-    }
-    case ModelKind::kGpt: {
-      GptOptions o;
-      o.vocab = c.vocab;
-      o.seq_len = c.seq_len;
-      o.dim = c.dim;
-      o.depth = c.depth;
-      o.heads = c.heads;
-      o.mlp_dim = c.mlp_dim;
-      o.dropout = c.dropout;
-      o.init_std = c.init_std;
-      return build_gpt(o, builder);
-    }
+    case ModelKind::kMlp:
+      return build_mlp(mlp_options(c), builder);
+    case ModelKind::kVit:
+      return build_vit(vit_options(c), builder);
+    case ModelKind::kGpt:
+      return build_gpt(gpt_options(c), builder);
   }
   return nullptr;
 }

@@ -93,10 +93,14 @@ void TransformerBlock::zero_key_bias_grad() {
   for (Parameter* p : ps) {
     if (p->name.size() < 5 || p->name.compare(p->name.size() - 5, 5, ".bias"))
       continue;
-    // The local bias is [q; k; v] of this rank's heads (whole, or split by
-    // heads over tp with blocks = 3): its middle third is key bias.
-    const int64_t C = p->grad.numel() / 3;
-    std::fill(p->grad.data() + C, p->grad.data() + 2 * C, 0.0f);
+    // The global bias is [q; k; v]: elements [C, 2C) are key bias, found
+    // through the layout whatever block of it this rank holds.
+    const int64_t C = p->layout.global_shape.at(0) / 3;
+    float* g = p->grad.data();
+    p->layout.for_each_local([&](int64_t local, int64_t global) {
+      if (global >= C && global < 2 * C)
+        g[local] = 0.0f;
+    });
   }
 }
 

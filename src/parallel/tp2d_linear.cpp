@@ -94,12 +94,15 @@ Linear2d::Linear2d(
     bool bias,
     Act act,
     float init_std,
-    Mesh& mesh)
+    Mesh& mesh,
+    int blocks)
     : row_(mesh.group("tp_col")),
       col_(mesh.group("tp_row")),
       q_(row_.size()),
       in_local_(divided(name, "in_features", in_features, row_.size())),
-      out_local_(divided(name, "out_features", out_features, row_.size())),
+      out_local_(
+          divided(name, "out_features", out_features, blocks * row_.size()) *
+          blocks),
       has_bias_(bias),
       act_(act),
       weight_(
@@ -109,7 +112,10 @@ Linear2d::Linear2d(
           {Init::kNormal, init_std}),
       bias_(
           name + ".bias",
-          {bias ? divided(name, "out_features", out_features, q_ * q_) : 0},
+          {bias
+               ? divided(name, "out_features", out_features, blocks * q_ * q_) *
+                     blocks
+               : 0},
           false,
           {}) {
   NDT_CHECK(
@@ -121,24 +127,29 @@ Linear2d::Linear2d(
       " x tp_col ",
       q_);
   NDT_ASSERT(act == Act::kNone || (act == Act::kGelu && bias));
+  Placement out_split = shard("tp_col", 0, row_);
+  out_split.blocks = blocks;
   weight_.layout = Layout{
-      {out_features, in_features},
-      {shard("tp_col", 0, row_), shard("tp_row", 1, col_)}};
+      {out_features, in_features}, {out_split, shard("tp_row", 1, col_)}};
   if (bias) {
-    bias_.layout = Layout{
-        {out_features}, {shard("tp_col", 0, row_), shard("tp_row", 0, col_)}};
+    bias_.layout =
+        Layout{{out_features}, {out_split, shard("tp_row", 0, col_)}};
   }
 }
 
 // saved: {x, pre} (pre: the product before bias and activation, only
 // with GELU).
-Tensor Linear2d::forward(const Tensor& x, Context& ctx) {
-  NDT_ASSERT(x.ndim() == 2 && x.dim(1) == in_local_, shape_str(x.shape()));
-  Tensor y = Tensor::zeros({x.dim(0), out_local_}, MemTag::kActs);
+Tensor Linear2d::forward(const Tensor& x_in, Context& ctx) {
+  NDT_ASSERT(x_in.dim(-1) == in_local_, shape_str(x_in.shape()));
+  const Tensor x = x_in.view({x_in.numel() / in_local_, in_local_});
+  Shape out_shape = x_in.shape();
+  out_shape.back() = out_local_;
+  Tensor y = Tensor::zeros(out_shape, MemTag::kActs);
+  Tensor y2 = y.view({x.dim(0), out_local_});
   BroadcastSteps xs(row_, x), ws(col_, weight_.value);
   for (int t = 0; t < q_; ++t) {
     const Tensor& xt = xs.take(t);
-    gemm_acc(y, xt, ws.take(t), true);
+    gemm_acc(y2, xt, ws.take(t), true);
   }
   ctx.saved = {x};
   if (!has_bias_)
@@ -155,15 +166,18 @@ Tensor Linear2d::forward(const Tensor& x, Context& ctx) {
   return y;
 }
 
-Tensor Linear2d::backward(const Tensor& dy_in, Context& ctx) {
-  const Tensor& x = ctx.saved.at(0);
+Tensor Linear2d::backward(const Tensor& dy_nd, Context& ctx) {
+  const Tensor& x_in = ctx.saved.at(0);
+  const Tensor x = x_in.view({x_in.numel() / in_local_, in_local_});
+  const Tensor dy_in = dy_nd.view({x.dim(0), out_local_});
   Tensor dy = dy_in;
   Tensor db_slice;
   if (has_bias_) {
     db_slice = Tensor::zeros({out_local_}, MemTag::kComm);
     if (act_ == Act::kGelu) {
       dy = Tensor(dy_in.shape(), MemTag::kActs);
-      ops::bias_gelu_backward(dy, db_slice, dy_in, ctx.saved.at(1));
+      ops::bias_gelu_backward(
+          dy, db_slice, dy_in, ctx.saved.at(1).view(dy_in.shape()));
     } else {
       ops::bias_add_backward(db_slice, dy);
     }
@@ -201,7 +215,7 @@ Tensor Linear2d::backward(const Tensor& dy_in, Context& ctx) {
     return Tensor();
   // dx_(i,t) = sum_j dy_ij w_(t,j): weight blocks down my column, partials
   // reduced along my row to (i, t).
-  Tensor dx({n, in_local_}, MemTag::kActs);
+  Tensor dx(x_in.shape(), MemTag::kActs);
   BroadcastSteps ws(col_, weight_.value);
   Tensor pdx({n, in_local_}, MemTag::kActs);
   for (int t = 0; t < q_; ++t) {

@@ -7,10 +7,11 @@
 // mesh.group("tp_row").
 //
 // Signature (N = rows of the flattened activation, IC/OC = features):
-//   x      [N/q, IC/q]   row-block i of the rows, column-block j of IC
+//   x      [.., IC/q]    N/q rows (row-block i: the leading dims flattened),
+//                        column-block j of IC
 //   weight [OC/q, IC/q]  stored [out, in]: out-block j, in-block i
 //   bias   [OC/q^2]      global element j*(OC/q) + i*(OC/q^2) + k
-//   y      [N/q, OC/q]   row-block i, out-block j (x's layout: layers chain)
+//   y      [.., OC/q]    row-block i, out-block j (x's layout: layers chain)
 //
 // Forward, t = 0 .. q-1: broadcast x_(i,t) along my row from (i, t) and
 // w_(t,j) along my column from (t, j); y += x_(i,t) w_(t,j)^T. The
@@ -36,8 +37,11 @@ namespace ndt {
 
 class Linear2d final : public Module {
  public:
-  // act: kNone or kGelu (needs bias). in/out features divisible by q (and
-  // out by q^2 with a bias): ConfigError naming the layer otherwise.
+  // act: kNone or kGelu (needs bias). blocks > 1: the output features are
+  // `blocks` equal parts (a fused [q; k; v] projection: blocks = 3), each
+  // split over the column index, so out-block j holds block j of every
+  // part. in/out features divisible by q (and out by blocks x q^2 with a
+  // bias): ConfigError naming the layer otherwise.
   Linear2d(
       const std::string& name,
       int in_features,
@@ -45,7 +49,8 @@ class Linear2d final : public Module {
       bool bias,
       Act act,
       float init_std,
-      Mesh& mesh);
+      Mesh& mesh,
+      int blocks = 1);
   Tensor forward(const Tensor& x, Context& ctx) override;
   Tensor backward(const Tensor& dy, Context& ctx) override;
   void collect_parameters(std::vector<Parameter*>& out) override;

@@ -1,0 +1,128 @@
+// A pre-LN transformer block (nn/transformer_block.h) built by Tp2dBuilder
+// on a q x q grid against the same block built serially: the 2D layers
+// composed (LayerNorm2d, the fused q/k/v Linear2d split by heads,
+// attention on the local heads and samples, the output projection and the
+// MLP pair), master-vs-shard. Each rank feeds its block of x [B, T, C]
+// (samples of row-block i, features of column-block j) and of dy, and
+// compares its block of y and dx and every parameter gradient with the
+// serial block's (Layout::take_local). Causal and not; q = 2 and 3.
+//
+// Tolerance: max |a - b| / max |b| <= 1e-5 (sums over q blocks replace
+// serial sums); 0 for the parameter values after init.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "comm/local_process_group.h"
+#include "comm/mesh.h"
+#include "nn/transformer_block.h"
+#include "ops/ops.h"
+#include "parallel/tp2d_builder.h"
+#include "test_util.h"
+
+namespace ndt {
+namespace {
+
+constexpr double kTol = 1e-5;
+constexpr uint64_t kSeed = 9;
+
+double rel_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    return INFINITY;
+  double scale = 0;
+  for (int64_t i = 0; i < b.numel(); ++i)
+    scale = std::max(scale, std::fabs(double(b.data()[i])));
+  return test::max_abs_diff(a, b) / std::max(scale, 1e-30);
+}
+
+// Samples block i and feature block j of [B, T, C].
+Tensor block(const Tensor& t, int q, int i, int j) {
+  const int64_t B = t.dim(0) / q, T = t.dim(1), C = t.dim(2) / q;
+  Tensor out({B, T, C}, MemTag::kOther);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < T; ++s)
+      for (int64_t c = 0; c < C; ++c)
+        out.data()[(b * T + s) * C + c] =
+            t.data()[((i * B + b) * T + s) * t.dim(2) + j * C + c];
+  return out;
+}
+
+struct Case {
+  int q, B, T, C, heads, F;
+  bool causal;
+};
+
+void check(const Case& k) {
+  std::vector<std::vector<std::pair<std::string, double>>> got(k.q * k.q);
+  run_local(k.q * k.q, [&](ProcessGroup& pg) {
+    Mesh mesh(pg, {k.q, k.q}, {"tp_row", "tp_col"});
+    const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
+    TransformerBlockOptions o;
+    o.name = "blocks.0";
+    o.dim = k.C;
+    o.heads = k.heads;
+    o.mlp_dim = k.F;
+    o.causal = k.causal;
+    o.init_std = 0.2f;
+    o.proj_init_std = 0.2f;
+    SerialBuilder sb;
+    Tp2dBuilder pb(mesh);
+    TransformerBlock serial(o, sb), par(o, pb);
+    std::vector<Parameter*> ps = serial.parameters(), pp = par.parameters();
+    auto& res = got[pg.rank()];
+    if (ps.size() != pp.size()) {
+      res.push_back({"parameter count", INFINITY});
+      return;
+    }
+    for (size_t n = 0; n < ps.size(); ++n) {
+      init_parameter(*ps[n], kSeed);
+      init_parameter(*pp[n], kSeed);
+      if (ps[n]->init.kind != Init::kNormal) {  // LayerNorm, biases
+        Tensor g = test::randn(
+            ps[n]->layout.global_shape, kSeed, ps[n]->name + ".perturb", 0.3f);
+        ops::add_(ps[n]->value, g);
+        ops::add_(pp[n]->value, pp[n]->layout.take_local(g));
+      }
+      res.push_back(
+          {pp[n]->name + " init",
+           rel_diff(pp[n]->value, pp[n]->layout.take_local(ps[n]->value))});
+    }
+    const Tensor x = test::randn({k.B, k.T, k.C}, kSeed, "x");
+    const Tensor dy = test::randn({k.B, k.T, k.C}, kSeed, "dy");
+    Context cs, cp;
+    Tensor ys = serial.forward(x, cs);
+    Tensor yp = par.forward(block(x, k.q, i, j), cp);
+    res.push_back({"y", rel_diff(yp, block(ys, k.q, i, j))});
+    Tensor dxs = serial.backward(dy, cs);
+    Tensor dxp = par.backward(block(dy, k.q, i, j), cp);
+    res.push_back({"dx", rel_diff(dxp, block(dxs, k.q, i, j))});
+    for (size_t n = 0; n < ps.size(); ++n) {
+      res.push_back(
+          {pp[n]->name + " grad",
+           rel_diff(pp[n]->grad, pp[n]->layout.take_local(ps[n]->grad))});
+    }
+  });
+  for (int r = 0; r < k.q * k.q; ++r) {
+    ASSERT_GT(got[r].size(), 2u) << "rank " << r << " checked nothing";
+    for (const auto& [what, diff] : got[r]) {
+      const double tol = what.find(" init") != std::string::npos ? 0 : kTol;
+      EXPECT_LE(diff, tol) << "q=" << k.q << " causal=" << k.causal << " rank "
+                           << r << ": " << what;
+    }
+  }
+}
+
+TEST(Tp2dBlock, MatchesSerialQ2) {
+  check({2, 4, 3, 16, 4, 32, false});
+  check({2, 2, 5, 16, 2, 32, true});
+}
+
+TEST(Tp2dBlock, MatchesSerialQ3) {
+  check({3, 3, 4, 36, 6, 72, true});
+}
+
+}  // namespace
+}  // namespace ndt

@@ -42,7 +42,7 @@ int64_t model_tokens(const ModelConfig& m) {
       return 1;
     case ModelKind::kVit: {
       const int64_t side = m.image_size / m.patch;
-      return side * side + (m.pool == Pool::kCls ? 1 : 0);
+      return side * side + (m.pool == HeadPool::kCls ? 1 : 0);
     }
     case ModelKind::kGpt:
       return m.seq_len;
@@ -116,11 +116,11 @@ using Field = std::variant<
     std::string*,
     std::vector<int>*,
     ModelKind*,
-    Activation*,
-    Pool*,
+    Act*,
+    HeadPool*,
     DatasetKind*,
     OptimKind*,
-    LrSchedule*,
+    LrDecay*,
     DpMode*,
     PipeSchedule*,
     Recompute*,

@@ -16,15 +16,16 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/act.h"
+#include "nn/head_pool.h"
+#include "optim/lr_decay.h"
+
 namespace ndt {
 
 enum class ModelKind { kMlp, kVit, kGpt };
-enum class Activation { kGelu, kRelu };
-enum class Pool { kCls, kMean };
 enum class DatasetKind { kFashionMnist, kFortunes, kSynthetic };
 enum class OptimKind { kSgd, kAdamw, kLars, kLamb };
 enum class LarsModeKind { kPaper, kColossal };
-enum class LrSchedule { kConstant, kCosine, kLinear, kPolynomial };
 enum class DpMode { kMpi, kThreads };
 enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
 enum class Recompute { kNone, kBlock };
@@ -48,14 +49,14 @@ struct EnumNames<ModelKind> {
       {ModelKind::kGpt, "gpt"}};
 };
 template <>
-struct EnumNames<Activation> {
-  static constexpr EnumName<Activation> kTable[] = {
-      {Activation::kGelu, "gelu"}, {Activation::kRelu, "relu"}};
+struct EnumNames<Act> {
+  static constexpr EnumName<Act> kTable[] = {
+      {Act::kGelu, "gelu"}, {Act::kRelu, "relu"}};
 };
 template <>
-struct EnumNames<Pool> {
-  static constexpr EnumName<Pool> kTable[] = {
-      {Pool::kCls, "cls"}, {Pool::kMean, "mean"}};
+struct EnumNames<HeadPool> {
+  static constexpr EnumName<HeadPool> kTable[] = {
+      {HeadPool::kCls, "cls"}, {HeadPool::kMean, "mean"}};
 };
 template <>
 struct EnumNames<DatasetKind> {
@@ -78,12 +79,12 @@ struct EnumNames<LarsModeKind> {
       {LarsModeKind::kPaper, "paper"}, {LarsModeKind::kColossal, "colossal"}};
 };
 template <>
-struct EnumNames<LrSchedule> {
-  static constexpr EnumName<LrSchedule> kTable[] = {
-      {LrSchedule::kConstant, "constant"},
-      {LrSchedule::kCosine, "cosine"},
-      {LrSchedule::kLinear, "linear"},
-      {LrSchedule::kPolynomial, "polynomial"}};
+struct EnumNames<LrDecay> {
+  static constexpr EnumName<LrDecay> kTable[] = {
+      {LrDecay::kConstant, "constant"},
+      {LrDecay::kCosine, "cosine"},
+      {LrDecay::kLinear, "linear"},
+      {LrDecay::kPolynomial, "polynomial"}};
 };
 template <>
 struct EnumNames<DpMode> {
@@ -151,22 +152,22 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  ModelKind kind = ModelKind::kMlp;           // model.kind: mlp | vit | gpt
-  std::vector<int> hidden = {1024, 1024};     // model.hidden (mlp), each >= 1
-  Activation activation = Activation::kGelu;  // model.activation: gelu | relu
-  int dim = 128;           // model.dim (vit, gpt) >= 1, divisible by heads
-  int depth = 4;           // model.depth (vit, gpt) >= 1
-  int heads = 4;           // model.heads >= 1
-  int mlp_dim = 512;       // model.mlp_dim >= 1
-  int patch = 7;           // model.patch (vit) >= 1, divides image_size
-  Pool pool = Pool::kCls;  // model.pool (vit): cls | mean
-  int image_size = 28;     // model.image_size (mlp, vit) >= 1
-  int channels = 1;        // model.channels (mlp, vit) >= 1
-  int num_classes = 10;    // model.num_classes (mlp, vit) >= 2
-  int seq_len = 128;       // model.seq_len (gpt) >= 2
-  int vocab = 256;         // model.vocab (gpt) >= 2
-  float dropout = 0.0f;    // model.dropout in [0, 1)
-  float init_std = 0.02f;  // model.init_std > 0
+  ModelKind kind = ModelKind::kMlp;        // model.kind: mlp | vit | gpt
+  std::vector<int> hidden = {1024, 1024};  // model.hidden (mlp), each >= 1
+  Act activation = Act::kGelu;             // model.activation: gelu | relu
+  int dim = 128;      // model.dim (vit, gpt) >= 1, divisible by heads
+  int depth = 4;      // model.depth (vit, gpt) >= 1
+  int heads = 4;      // model.heads >= 1
+  int mlp_dim = 512;  // model.mlp_dim >= 1
+  int patch = 7;      // model.patch (vit) >= 1, divides image_size
+  HeadPool pool = HeadPool::kCls;  // model.pool (vit): cls | mean
+  int image_size = 28;             // model.image_size (mlp, vit) >= 1
+  int channels = 1;                // model.channels (mlp, vit) >= 1
+  int num_classes = 10;            // model.num_classes (mlp, vit) >= 2
+  int seq_len = 128;               // model.seq_len (gpt) >= 2
+  int vocab = 256;                 // model.vocab (gpt) >= 2
+  float dropout = 0.0f;            // model.dropout in [0, 1)
+  float init_std = 0.02f;          // model.init_std > 0
 };
 
 struct DataConfig {
@@ -206,8 +207,8 @@ struct OptimConfig {
   float beta2 = 0.999f;         // optim.beta2 in [0, 1)
   float eps = 1e-8f;            // optim.eps > 0
   float clip_grad_norm = 0.0f;  // optim.clip_grad_norm >= 0 (0: off)
-  LrSchedule schedule = LrSchedule::kCosine;  // optim.schedule: constant |
-                                              // cosine | linear | polynomial
+  LrDecay schedule = LrDecay::kCosine;  // optim.schedule: constant |
+                                        // cosine | linear | polynomial
   int64_t warmup_steps = 0;   // optim.warmup_steps >= 0, < train.steps
   float min_lr_ratio = 0.0f;  // optim.min_lr_ratio in [0, 1]: final lr / lr
   float power = 2.0f;         // optim.power > 0 (polynomial)

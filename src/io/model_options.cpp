@@ -7,7 +7,7 @@ MlpOptions mlp_options(const ModelConfig& c) {
   o.inputs = c.channels * c.image_size * c.image_size;
   o.hidden = c.hidden;
   o.classes = c.num_classes;
-  o.act = c.activation == Activation::kGelu ? Act::kGelu : Act::kRelu;
+  o.act = c.activation;
   o.dropout = c.dropout;
   return o;
 }
@@ -22,7 +22,7 @@ VitOptions vit_options(const ModelConfig& c) {
   o.heads = c.heads;
   o.mlp_dim = c.mlp_dim;
   o.classes = c.num_classes;
-  o.pool = c.pool == Pool::kCls ? HeadPool::kCls : HeadPool::kMean;
+  o.pool = c.pool;
   o.dropout = c.dropout;
   o.init_std = c.init_std;
   return o;

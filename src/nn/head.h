@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/head_pool.h"
 #include "nn/module.h"
 
 namespace ndt {
@@ -36,8 +37,6 @@ class LossHead {
   virtual Tensor backward(Context& ctx, float scale) = 0;
   virtual void collect_parameters(std::vector<Parameter*>& out) = 0;
 };
-
-enum class HeadPool { kNone, kCls, kMean };
 
 struct ClassifierHeadOptions {
   std::string name = "head";

@@ -7,11 +7,10 @@
 
 #include <string>
 
+#include "nn/act.h"
 #include "nn/module.h"
 
 namespace ndt {
-
-enum class Act { kNone, kGelu, kRelu };
 
 class Linear final : public Module {
  public:

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-namespace ndt {
+#include "optim/lr_decay.h"
 
-enum class LrDecay { kConstant, kCosine, kLinear, kPolynomial };
+namespace ndt {
 
 struct LrScheduleOptions {
   float lr = 1e-3f;

@@ -68,20 +68,7 @@ std::unique_ptr<Optimizer> make_optimizer(
 LrScheduleOptions make_lr_schedule(const Config& c) {
   LrScheduleOptions o;
   o.lr = c.optim.lr;
-  switch (c.optim.schedule) {
-    case LrSchedule::kConstant:
-      o.decay = LrDecay::kConstant;
-      break;
-    case LrSchedule::kCosine:
-      o.decay = LrDecay::kCosine;
-      break;
-    case LrSchedule::kLinear:
-      o.decay = LrDecay::kLinear;
-      break;
-    case LrSchedule::kPolynomial:
-      o.decay = LrDecay::kPolynomial;
-      break;
-  }
+  o.decay = c.optim.schedule;
   o.warmup = c.optim.warmup_steps;
   o.total = c.train.steps;
   o.min_ratio = c.optim.min_lr_ratio;

@@ -90,11 +90,11 @@ TEST(Config, RunDir) {
 
 TEST(Config, ToString) {
   EXPECT_STREQ(to_string(ModelKind::kVit), "vit");
-  EXPECT_STREQ(to_string(Activation::kRelu), "relu");
-  EXPECT_STREQ(to_string(Pool::kMean), "mean");
+  EXPECT_STREQ(to_string(Act::kRelu), "relu");
+  EXPECT_STREQ(to_string(HeadPool::kMean), "mean");
   EXPECT_STREQ(to_string(DatasetKind::kFashionMnist), "fashion_mnist");
   EXPECT_STREQ(to_string(OptimKind::kSgd), "sgd");
-  EXPECT_STREQ(to_string(LrSchedule::kPolynomial), "polynomial");
+  EXPECT_STREQ(to_string(LrDecay::kPolynomial), "polynomial");
 }
 
 TEST(Config, LoadsYamlFile) {
@@ -130,7 +130,7 @@ optim:
   EXPECT_EQ(c.model.dim, 96);
   EXPECT_EQ(c.model.heads, 3);
   EXPECT_EQ(c.model.patch, 4);
-  EXPECT_EQ(c.model.pool, Pool::kMean);
+  EXPECT_EQ(c.model.pool, HeadPool::kMean);
   EXPECT_EQ(c.model.dropout, 0.25f);
   EXPECT_TRUE(c.data.augment);
   EXPECT_EQ(c.data.shift, 3);
@@ -141,7 +141,7 @@ optim:
   EXPECT_EQ(c.optim.lr, 0.05f);
   EXPECT_EQ(c.optim.momentum, 0.8f);
   EXPECT_TRUE(c.optim.nesterov);
-  EXPECT_EQ(c.optim.schedule, LrSchedule::kLinear);
+  EXPECT_EQ(c.optim.schedule, LrDecay::kLinear);
   EXPECT_EQ(c.optim.warmup_steps, 10);
   // Untouched keys keep their defaults.
   EXPECT_EQ(c.model.depth, 4);
@@ -209,13 +209,13 @@ TEST(Config, OverridesEachKeyAndType) {
   EXPECT_EQ(c.run.dir, "out/r1");
   EXPECT_EQ(c.model.kind, ModelKind::kVit);
   EXPECT_EQ(c.model.hidden, (std::vector<int>{512, 256}));
-  EXPECT_EQ(c.model.activation, Activation::kRelu);
+  EXPECT_EQ(c.model.activation, Act::kRelu);
   EXPECT_EQ(c.model.dim, 96);
   EXPECT_EQ(c.model.depth, 2);
   EXPECT_EQ(c.model.heads, 6);
   EXPECT_EQ(c.model.mlp_dim, 384);
   EXPECT_EQ(c.model.patch, 14);
-  EXPECT_EQ(c.model.pool, Pool::kMean);
+  EXPECT_EQ(c.model.pool, HeadPool::kMean);
   EXPECT_EQ(c.model.image_size, 28);
   EXPECT_EQ(c.model.channels, 1);
   EXPECT_EQ(c.model.num_classes, 10);
@@ -245,7 +245,7 @@ TEST(Config, OverridesEachKeyAndType) {
   EXPECT_EQ(c.optim.beta2, 0.99f);
   EXPECT_EQ(c.optim.eps, 1e-6f);
   EXPECT_EQ(c.optim.clip_grad_norm, 2.0f);
-  EXPECT_EQ(c.optim.schedule, LrSchedule::kPolynomial);
+  EXPECT_EQ(c.optim.schedule, LrDecay::kPolynomial);
   EXPECT_EQ(c.optim.warmup_steps, 199);
   EXPECT_EQ(c.optim.min_lr_ratio, 1.0f);
   EXPECT_EQ(c.optim.power, 0.5f);

@@ -69,7 +69,7 @@ dp_msg="rank 0: all_reduce on group dp timed out after 3 s"
 # Rank 0 (stage 0) waits on stage 1 in a receive, send or the clipping
 # all-reduce of kOptimizerStep, whichever instruction it is at, or in the
 # loss reduction after the schedule.
-pp_msg="(pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\)|step [0-9]+, loss reduction after the pipeline schedule): rank 0: .* on group pp timed out after 3 s"
+pp_msg="(pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\)|step [0-9]+, loss reduction after the step's schedule): rank 0: .* on group pp timed out after 3 s"
 dp_dead="\\[rank 0\\] terminated by the launcher \\(another rank ended\\) during: step [0-9]+"
 pp_dead="\\[rank 0\\] terminated by the launcher \\(another rank ended\\) during: pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\)"
 run_case STOP dp "$dp_msg" && run_case KILL dp "$dp_dead" &&

@@ -1,0 +1,60 @@
+# Sourced by the tests in tests/multihost: a bed of namespace hosts
+# (scripts/hosts.sh) of the test's own, under the prefix "ndtt" and the
+# network 198.19.77.0/24, removed again when the test exits, however it
+# exits (a ctest timeout's SIGKILL excepted: the next test run removes what
+# that left before it starts). One test at a time holds the bed (a lock).
+#
+#   bed_up SOURCE_DIR N   N hosts of 2 slots; sets bed_dir, bed_mpirun
+#                         (array: the mpirun command of the bed) and work
+#                         (a scratch directory, removed on exit)
+#
+# Where the kernel refuses network namespaces (no privilege, no support),
+# bed_up prints a loud SKIP line and exits 0: the tests need the bed.
+export NDT_HOSTS_PREFIX=ndtt NDT_HOSTS_NET=198.19.77
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1
+
+bed_cleanup() {
+  "$bed_src/scripts/hosts.sh" down > /dev/null 2>&1 ||
+    echo "bed: WARNING: hosts.sh down failed; run NDT_HOSTS_PREFIX=ndtt $bed_src/scripts/hosts.sh down"
+  [[ -n ${KEEP:-} || -z ${work:-} ]] || rm -rf "$work"
+}
+
+bed_up() {
+  bed_src=$1
+  local n=$2 probe=ndttprobe$$
+  if ! ip netns add "$probe" 2> "/tmp/$probe.err"; then
+    echo "SKIP: ******** the kernel refuses network namespaces here" \
+      "($(cat "/tmp/$probe.err")); multi-host tests not run ********"
+    rm -f "/tmp/$probe.err"
+    exit 0
+  fi
+  rm -f "/tmp/$probe.err"
+  if ! ip netns exec "$probe" unshare --uts true 2> /dev/null; then
+    ip netns del "$probe"
+    echo "SKIP: ******** the kernel refuses UTS namespaces here;" \
+      "multi-host tests not run ********"
+    exit 0
+  fi
+  ip netns del "$probe"
+  exec 9> /tmp/ndtt-multihost.lock
+  flock -w 900 9 || { echo "FAIL: another multi-host test held the bed for 900 s"; exit 1; }
+  work=$(mktemp -d)
+  export NDT_HOSTS_DIR=$work/bed
+  trap bed_cleanup EXIT
+  trap 'exit 130' INT TERM
+  "$bed_src/scripts/hosts.sh" down > /dev/null 2>&1 || true  # a killed run's
+  "$bed_src/scripts/hosts.sh" up "$n" || { echo "FAIL: hosts.sh up $n"; exit 1; }
+  bed_dir=$NDT_HOSTS_DIR
+  bed_mpirun=("$bed_dir/mpirun" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+}
+
+# Seconds since the epoch, with fractions.
+now() {
+  date +%s.%N
+}
+
+# elapsed T0: seconds since T0, one decimal.
+elapsed() {
+  awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'
+}

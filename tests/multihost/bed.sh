@@ -58,3 +58,26 @@ now() {
 elapsed() {
   awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'
 }
+
+# check_checkpoints DIR: every step-N under DIR has its manifest, and each
+# file the manifest lists has the size and CRC-32 it states. Prints one
+# line per checkpoint; exit code 1 if any is damaged.
+check_checkpoints() {
+  python3 - "$1" <<'PY'
+import json, os, sys, zlib
+root, ok = sys.argv[1], True
+for d in sorted(os.listdir(root), key=lambda d: (len(d), d)):
+    if d.startswith("."):
+        print(f"{d}: hidden temporary, not a checkpoint")
+        continue
+    m = json.load(open(os.path.join(root, d, "manifest.json")))
+    good = True
+    for name, info in m["files"].items():
+        data = open(os.path.join(root, d, name), "rb").read()
+        good &= len(data) == info["bytes"] and zlib.crc32(data) == info["crc32"]
+    ok &= good
+    print(f"{d}: step {m['step']}, {len(m['files'])} files, "
+          f"{'intact' if good else 'DAMAGED'}")
+sys.exit(0 if ok else 1)
+PY
+}

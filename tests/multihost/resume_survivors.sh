@@ -72,22 +72,7 @@ echo "the lost run logged up to step $last of $steps"
 ((last < steps)) || fail "the run finished before the host was lost"
 
 # Every checkpoint left is complete and intact.
-python3 - "$work/cut/checkpoints" <<'PY' || fail "a checkpoint of the lost run is damaged"
-import json, os, sys, zlib
-root, ok = sys.argv[1], True
-for d in sorted(os.listdir(root)):
-    if d.startswith("."):
-        print(f"temporary {d} left (hidden, not a checkpoint)")
-        continue
-    m = json.load(open(os.path.join(root, d, "manifest.json")))
-    for name, info in m["files"].items():
-        data = open(os.path.join(root, d, name), "rb").read()
-        good = len(data) == info["bytes"] and zlib.crc32(data) == info["crc32"]
-        ok &= good
-    print(f"{d}: step {m['step']}, {len(m['files'])} files, "
-          f"{'intact' if ok else 'DAMAGED'}")
-sys.exit(0 if ok else 1)
-PY
+check_checkpoints "$work/cut/checkpoints" || fail "a checkpoint of the lost run is damaged"
 ckpt=$(ls "$work/cut/checkpoints" | grep -E '^step-[0-9]+$' | sort -t- -k2 -n | tail -1)
 
 # 3. Resume on the survivors: dp=2 on ndtt-h0.

@@ -21,8 +21,9 @@
 #
 # A cut link leaves TCP connections silent, not closed. So that mpirun
 # notices within seconds (not TCP's default 15 minutes) that a host is
-# gone, the bed's namespaces retransmit unacknowledged data at most
-# tcp_retries2=3 times (about 3 s) and mpirun's daemons send keepalives
+# gone, the bed's namespaces give up on unacknowledged data after
+# tcp_retries2=2 retransmissions (3-4 s here; the default, 15, takes about
+# 15 minutes) and mpirun's daemons send keepalives
 # after 2 s of silence (oob_tcp_keepalive_*); a cluster sets the same on
 # its nodes (sysctl net.ipv4.tcp_retries2, README).
 #
@@ -106,8 +107,8 @@ add_node() {
   ip -n "$ns" link set lo up
   ip -n "$ns" link set eth0 up
   # Per namespace: a silent peer fails a connection with unacknowledged
-  # data after ~3 s instead of ~15 min.
-  ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_retries2=3
+  # data after seconds instead of ~15 min.
+  ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_retries2=2
 }
 
 up() {

@@ -29,16 +29,25 @@ rx_bytes() {  # rx_bytes HOST: bytes received on the host's link
 # 1. Placement: rank -> host name -> namespace address.
 where='echo "rank $OMPI_COMM_WORLD_RANK on $(hostname)'
 where+=' $(ip -4 -o addr show dev eth0 | awk "{print \$4}")"'
-timeout 60 "${bed_mpirun[@]}" -np 4 sh -c "$where" 2>&1 | sort > "$work/placement"
-cat "$work/placement"
+placement() {  # placement NAME MPIRUN_ARGS...: the "rank R on HOST ADDR" lines
+  local name=$1 rc
+  shift
+  timeout 60 "${bed_mpirun[@]}" "$@" -np 4 sh -c "$where" \
+    > "$work/$name.out" 2> "$work/$name.err"
+  rc=$?
+  grep "^rank " "$work/$name.out" | sort > "$work/$name"
+  echo "$name (exit code $rc): $(tr '\n' ';' < "$work/$name")"
+  [[ -s $work/$name.err ]] && { echo "$name, stderr:"; cat "$work/$name.err"; }
+  return $rc
+}
+placement by_slot || fail "mpirun on the bed"
 printf 'rank %s on ndtt-h%s 198.19.77.%s/24\n' 0 0 1 1 0 1 2 1 2 3 1 2 |
-  cmp -s - "$work/placement" || fail "ranks not placed 2 per host in their namespaces"
-timeout 60 "${bed_mpirun[@]}" --map-by node -np 4 sh -c "$where" 2>&1 |
-  sort > "$work/placement_node"
-echo "--map-by node: $(tr '\n' ';' < "$work/placement_node")"
+  cmp -s - "$work/by_slot" ||
+  { cat "$work/by_slot.out"; fail "ranks not placed 2 per host in their namespaces"; }
+placement by_node --map-by node || fail "mpirun on the bed"
 printf 'rank %s on ndtt-h%s 198.19.77.%s/24\n' 0 0 1 1 1 2 2 0 1 3 1 2 |
-  cmp -s - "$work/placement_node" ||
-  { fail "--map-by node does not alternate hosts"; }
+  cmp -s - "$work/by_node" ||
+  { cat "$work/by_node.out"; fail "--map-by node does not alternate hosts"; }
 
 # 2. The MPI suite across hosts.
 timeout 300 "${bed_mpirun[@]}" -np 4 "$test_mpi" > "$work/test_mpi.log" 2>&1

@@ -7,8 +7,8 @@
 # Each in two layouts: dp=4 (2 ranks per host; the dp group spans both)
 # and dp=2 x pp=2 with the pipeline's stages on different hosts. Every
 # time the whole job (mpirun) must end within comm.timeout_s + 10 s of the
-# fault with a non-zero exit code, every rank on every host must be gone
-# by then, the output must name the operation (and, where the watchdog
+# fault with a non-zero exit code, and every process on every node (ranks,
+# launcher daemons, also those of the cut-off host) must be gone by then, the output must name the operation (and, where the watchdog
 # ends the job, the group and the hosts), and every checkpoint the job
 # left must be intact.
 # Usage: faults.sh NDTRAIN_BINARY SOURCE_DIR
@@ -36,8 +36,16 @@ ranks_left() {
   done
 }
 
-# Everything of a finished case: processes left on the hosts (a cut-off
-# host's launcher daemon gives up by itself a few seconds later), the link.
+# Every process on the bed's nodes (mpirun, daemons, ranks): "NODE:PID".
+procs_left() {
+  local ns p
+  for ns in ndtt-head ndtt-h0 ndtt-h1; do
+    for p in $(ip netns pids "$ns"); do echo "$ns:$p"; done
+  done
+}
+
+# Between cases: the link back up (and nothing left, should a check have
+# failed).
 reset_bed() {
   local ns
   for ns in ndtt-head ndtt-h0 ndtt-h1; do
@@ -75,20 +83,23 @@ run_case() {  # run_case lost|cut dp|pp EXPECTED_REGEX
   else
     ip link set ndtt-h1v down
   fi
-  while kill -0 $job 2>/dev/null || [[ -n $(ranks_left) ]]; do
+  local took="" all=""
+  while [[ -z $took || -z $gone || -z $all ]]; do
+    [[ -z $took ]] && ! kill -0 $job 2>/dev/null && took=$(elapsed "$t0")
     [[ -z $gone && -z $(ranks_left) ]] && gone=$(elapsed "$t0")
+    [[ -z $all && -z $(procs_left) ]] && all=$(elapsed "$t0")
     if (($(elapsed "$t0" | cut -d. -f1) >= bound)); then
-      echo "FAIL ($name): job still running $(elapsed "$t0") s after the fault;" \
-        "ranks left: $(ranks_left | tr '\n' ' ')"
+      echo "FAIL ($name): $(elapsed "$t0") s after the fault: job" \
+        "$([[ -n $took ]] && echo "ended after $took s" || echo still running)," \
+        "ranks left:" \
+        "$(ranks_left | tr '\n' ' '), processes left: $(procs_left | tr '\n' ' ')"
       cat "$log"; kill -9 $job; return 1
     fi
     sleep 0.1
   done
-  local took
-  took=$(elapsed "$t0")
   wait $job
   rc=$?
-  local line="$name: job ended ${took} s after the fault (bound $bound s), last rank gone after ${gone:-$took} s, exit code $rc"
+  local line="$name: job ended ${took} s after the fault (bound $bound s), last rank gone after $gone s, last process on any node (daemons included) after $all s, exit code $rc"
   echo "$line"
   results+=("$line")
   ((rc != 0)) || { cat "$log"; echo "FAIL ($name): exit code 0"; return 1; }

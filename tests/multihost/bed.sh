@@ -38,7 +38,7 @@ bed_up() {
   fi
   ip netns del "$probe"
   exec 9> /tmp/ndtt-multihost.lock
-  flock -w 900 9 || { echo "FAIL: another multi-host test held the bed for 900 s"; exit 1; }
+  flock -w 240 9 || { echo "FAIL: another multi-host test held the bed for 240 s"; exit 1; }
   work=$(mktemp -d)
   export NDT_HOSTS_DIR=$work/bed
   trap bed_cleanup EXIT

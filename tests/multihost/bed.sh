@@ -1,8 +1,9 @@
 # Sourced by the tests in tests/multihost: a bed of namespace hosts
 # (scripts/hosts.sh) of the test's own, under the prefix "ndtt" and the
 # network 198.19.77.0/24, removed again when the test exits, however it
-# exits (a ctest timeout's SIGKILL excepted: the next test run removes what
-# that left before it starts). One test at a time holds the bed (a lock).
+# exits (a guardian process cleans up after a SIGKILL too, and each test
+# removes what a killed run may have left before it starts). One test at a
+# time holds the bed (a lock).
 #
 #   bed_up SOURCE_DIR N   N hosts of 2 slots; sets bed_dir, bed_mpirun
 #                         (array: the mpirun command of the bed) and work
@@ -43,6 +44,15 @@ bed_up() {
   export NDT_HOSTS_DIR=$work/bed
   trap bed_cleanup EXIT
   trap 'exit 130' INT TERM
+  # A guardian removes the bed also when this shell dies without running
+  # its traps (SIGKILL from a ctest timeout): it polls this shell's pid in a
+  # session of its own, and holds the lock (fd 9) until it has cleaned up.
+  local me=$$
+  setsid bash -c 'trap "" INT TERM HUP
+    while kill -0 '"$me"' 2>/dev/null; do sleep 0.5; done
+    "$0"/scripts/hosts.sh down > /dev/null 2>&1
+    [[ -n $1 ]] || rm -rf "$2"' "$bed_src" "${KEEP:-}" "$work" \
+    < /dev/null > /dev/null 2>&1 &
   "$bed_src/scripts/hosts.sh" down > /dev/null 2>&1 || true  # a killed run's
   "$bed_src/scripts/hosts.sh" up "$n" || { echo "FAIL: hosts.sh up $n"; exit 1; }
   bed_dir=$NDT_HOSTS_DIR

@@ -35,7 +35,9 @@
 #   mpirun       `mpirun ARGS...` on the head node with those options
 # and prints the mpirun command line. No file outside the state
 # directory is written (/etc/hosts is not needed: ORTE hands the
-# hostfile's names to the agent, and the daemons report their addresses).
+# hostfile's names to the agent, and the daemons report their addresses);
+# /run/netns, which ip netns mounts on first use, is removed by `down` if
+# `up` made it.
 #
 # Environment:
 #   NDT_HOSTS_PREFIX=ndt        names of namespaces, bridge and veths
@@ -87,6 +89,11 @@ down() {
     ip netns del "$ns" 2>/dev/null || true
   done
   ip link del "$bridge" 2>/dev/null || true
+  if [[ -f $dir/made_run_netns && -d /run/netns ]] &&
+    [[ -z $(ls -A /run/netns) ]]; then
+    while mountpoint -q /run/netns; do umount /run/netns || break; done
+    rmdir /run/netns 2>/dev/null || true
+  fi
   rm -rf "$dir"
   local left
   left=$(bed_namespaces)
@@ -122,9 +129,12 @@ up() {
   # A failure half way removes what was made.
   trap 'echo "hosts: up failed, removing what was made" >&2; down' ERR
 
+  mkdir -p "$dir"
+  # ip netns keeps its namespaces under /run/netns, a mount point it makes
+  # on first use; `down` removes it again if `up` made it.
+  [[ -d /run/netns ]] || touch "$dir/made_run_netns"
   ip link add "$bridge" type bridge
   ip link set "$bridge" up
-  mkdir -p "$dir"
   : > "$dir/hostfile"
   add_node "$head" "$net.254"
   for ((i = 0; i < n; ++i)); do

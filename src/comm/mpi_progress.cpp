@@ -207,15 +207,22 @@ static std::string hosts_note(const MpiGroupState& s, const MpiOp& op) {
   if (op.peer() >= 0 && op.peer() < s.size &&
       (op.type() == OpType::kSend || op.type() == OpType::kRecv)) {
     const int w = s.world_ranks[op.peer()];
-    return note + str_cat("peer ", op.peer(), " is world rank ", w,
-                          " on host ", p.host(w), ")");
+    return note + str_cat(
+                      "peer ",
+                      op.peer(),
+                      " is world rank ",
+                      w,
+                      " on host ",
+                      p.host(w),
+                      ")");
   }
   // Hosts in order of their first rank, each with its world ranks.
   std::vector<std::pair<std::string, std::string>> by_host;
   for (int w : s.world_ranks) {
     const std::string& h = p.host(w);
-    auto it = std::find_if(by_host.begin(), by_host.end(),
-                           [&](const auto& e) { return e.first == h; });
+    auto it = std::find_if(by_host.begin(), by_host.end(), [&](const auto& e) {
+      return e.first == h;
+    });
     if (it == by_host.end()) {
       by_host.emplace_back(h, std::to_string(w));
     } else {
@@ -224,8 +231,9 @@ static std::string hosts_note(const MpiGroupState& s, const MpiOp& op) {
   }
   note += "group " + s.name + " has world ranks ";
   for (size_t i = 0; i < by_host.size(); ++i) {
-    note += (i == 0 ? "" : i + 1 == by_host.size() ? " and " : "; ") +
-            by_host[i].second + " on " + by_host[i].first;
+    if (i > 0)
+      note += i + 1 == by_host.size() ? " and " : "; ";
+    note += by_host[i].second + " on " + by_host[i].first;
   }
   return note + ")";
 }
@@ -238,7 +246,7 @@ void MpiWork::on_timeout(double limit) {
                         limit,
                         op_->peer(),
                         op_->tag()) +
-      " " + hosts_note(*state_, *op_);
+                    " " + hosts_note(*state_, *op_);
   if (op_->abandon()) {
     auto& p2p = state_->p2p;
     p2p.erase(std::remove(p2p.begin(), p2p.end(), op_), p2p.end());

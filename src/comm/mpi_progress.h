@@ -93,8 +93,8 @@ struct MpiGroupState final : ScratchSource {
   int world_rank = 0;
   std::string name;
   std::vector<int> world_ranks;  // of each group rank
-  int64_t chunk_bytes = 0;     // MpiProcessGroup's defaults, set by the
-  int64_t ring_min_bytes = 0;  // constructor
+  int64_t chunk_bytes = 0;       // MpiProcessGroup's defaults, set by the
+  int64_t ring_min_bytes = 0;    // constructor
   std::deque<std::shared_ptr<MpiOp>> queue;  // front is running
   std::vector<std::shared_ptr<MpiOp>> p2p;   // posted send/recv
   std::string broken;  // non-empty: the group failed; every call throws

@@ -46,11 +46,17 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   std::vector<char> all(
       static_cast<size_t>(world_size_) * MPI_MAX_PROCESSOR_NAME);
   NDT_MPI_CHECK(MPI_Allgather(
-      name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
-      MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD));
+      name,
+      MPI_MAX_PROCESSOR_NAME,
+      MPI_CHAR,
+      all.data(),
+      MPI_MAX_PROCESSOR_NAME,
+      MPI_CHAR,
+      MPI_COMM_WORLD));
   std::vector<std::string> hosts;
   for (int r = 0; r < world_size_; ++r) {
-    const char* h = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    const char* h =
+        all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     hosts.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
   }
   progress_ = std::make_shared<detail::MpiProgress>(

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
 #include "../mpi/mpi_env.h"
+#include "base/error.h"
 
 namespace ndt {
 namespace {
@@ -47,10 +47,10 @@ TEST(MpiWatchdog, TimeoutNamesTheHostsOfRankAndPeer) {
     } catch (const CommError& e) {
       const std::string msg = e.what();
       const std::string want = "timed out after 0.3 s (this rank is on host " +
-          hosts[0] + "; peer " + std::to_string(peer) + " is world rank " +
-          std::to_string(peer) + " on host " + hosts[peer] + ")";
-      EXPECT_NE(msg.find(want), std::string::npos)
-          << msg << "\nwant: " << want;
+                               hosts[0] + "; peer " + std::to_string(peer) +
+                               " is world rank " + std::to_string(peer) +
+                               " on host " + hosts[peer] + ")";
+      EXPECT_NE(msg.find(want), std::string::npos) << msg << "\nwant: " << want;
       std::printf("host names: %s\n", msg.c_str());
     }
   }

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/check.h"
 #include "comm/mpi_error.h"
@@ -35,6 +38,17 @@ MpiGroupState::MpiGroupState(
   NDT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   NDT_MPI_CHECK(MPI_Comm_size(comm, &size));
   NDT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  NDT_MPI_CHECK(MPI_Comm_group(comm, &mine));
+  NDT_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> group_ranks(size);
+  for (int r = 0; r < size; ++r)
+    group_ranks[r] = r;
+  world_ranks.assign(size, -1);
+  NDT_MPI_CHECK(MPI_Group_translate_ranks(
+      mine, size, group_ranks.data(), world, world_ranks.data()));
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
   chunk_bytes = MpiProcessGroup::kDefaultChunkBytes;
   ring_min_bytes = size == 2 ? 0 : MpiProcessGroup::kDefaultRingMinBytes;
   progress->add(this);
@@ -73,6 +87,13 @@ void MpiProgress::add(MpiGroupState* s) {
 
 void MpiProgress::remove(MpiGroupState* s) {
   groups_.erase(std::remove(groups_.begin(), groups_.end(), s), groups_.end());
+}
+
+const std::string& MpiProgress::host(int world_rank) const {
+  static const std::string unknown = "?";
+  if (world_rank < 0 || world_rank >= static_cast<int>(hosts_.size()))
+    return unknown;
+  return hosts_[world_rank];
 }
 
 void MpiProgress::progress_group(MpiGroupState& s) {
@@ -176,14 +197,56 @@ void MpiWork::throw_if_broken() const {
       state_->broken);
 }
 
+// Where the ranks of a timed-out operation run, e.g. "(this rank is on host
+// a; peer 1 is world rank 3 on host b)" or "(this rank is on host a; group
+// dp has world ranks 0, 1 on a and 2, 3 on b)": on several hosts, the host
+// that stopped answering is the first suspect.
+static std::string hosts_note(const MpiGroupState& s, const MpiOp& op) {
+  const MpiProgress& p = *s.progress;
+  std::string note = "(this rank is on host " + p.host(s.world_rank) + "; ";
+  if (op.peer() >= 0 && op.peer() < s.size &&
+      (op.type() == OpType::kSend || op.type() == OpType::kRecv)) {
+    const int w = s.world_ranks[op.peer()];
+    return note + str_cat(
+                      "peer ",
+                      op.peer(),
+                      " is world rank ",
+                      w,
+                      " on host ",
+                      p.host(w),
+                      ")");
+  }
+  // Hosts in order of their first rank, each with its world ranks.
+  std::vector<std::pair<std::string, std::string>> by_host;
+  for (int w : s.world_ranks) {
+    const std::string& h = p.host(w);
+    auto it = std::find_if(by_host.begin(), by_host.end(), [&](const auto& e) {
+      return e.first == h;
+    });
+    if (it == by_host.end()) {
+      by_host.emplace_back(h, std::to_string(w));
+    } else {
+      it->second += ", " + std::to_string(w);
+    }
+  }
+  note += "group " + s.name + " has world ranks ";
+  for (size_t i = 0; i < by_host.size(); ++i) {
+    if (i > 0)
+      note += i + 1 == by_host.size() ? " and " : "; ";
+    note += by_host[i].second + " on " + by_host[i].first;
+  }
+  return note + ")";
+}
+
 void MpiWork::on_timeout(double limit) {
   std::string msg = comm_timeout_message(
-      state_->world_rank,
-      op_->type(),
-      state_->name,
-      limit,
-      op_->peer(),
-      op_->tag());
+                        state_->world_rank,
+                        op_->type(),
+                        state_->name,
+                        limit,
+                        op_->peer(),
+                        op_->tag()) +
+                    " " + hosts_note(*state_, *op_);
   if (op_->abandon()) {
     auto& p2p = state_->p2p;
     p2p.erase(std::remove(p2p.begin(), p2p.end(), op_), p2p.end());

@@ -92,8 +92,9 @@ struct MpiGroupState final : ScratchSource {
   int size = 1;
   int world_rank = 0;
   std::string name;
-  int64_t chunk_bytes = 0;     // MpiProcessGroup's defaults, set by the
-  int64_t ring_min_bytes = 0;  // constructor
+  std::vector<int> world_ranks;  // of each group rank
+  int64_t chunk_bytes = 0;       // MpiProcessGroup's defaults, set by the
+  int64_t ring_min_bytes = 0;    // constructor
   std::deque<std::shared_ptr<MpiOp>> queue;  // front is running
   std::vector<std::shared_ptr<MpiOp>> p2p;   // posted send/recv
   std::string broken;  // non-empty: the group failed; every call throws
@@ -104,8 +105,10 @@ struct MpiGroupState final : ScratchSource {
 class MpiProgress {
  public:
   // oversubscribed: more ranks on this node than cores, so waits yield the
-  // core at once instead of spinning.
-  explicit MpiProgress(bool oversubscribed) : oversubscribed_(oversubscribed) {}
+  // core at once instead of spinning. hosts: the host name
+  // (MPI_Get_processor_name) of every world rank, for messages.
+  MpiProgress(bool oversubscribed, std::vector<std::string> hosts)
+      : hosts_(std::move(hosts)), oversubscribed_(oversubscribed) {}
   MpiProgress(const MpiProgress&) = delete;
   MpiProgress& operator=(const MpiProgress&) = delete;
 
@@ -129,9 +132,12 @@ class MpiProgress {
   bool oversubscribed() const {
     return oversubscribed_;
   }
+  // Host name of a world rank ("?" when unknown).
+  const std::string& host(int world_rank) const;
 
  private:
   std::vector<MpiGroupState*> groups_;
+  std::vector<std::string> hosts_;
   uint64_t events_ = 0;
   const bool oversubscribed_;
 };

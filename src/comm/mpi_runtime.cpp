@@ -3,7 +3,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/check.h"
 #include "comm/mpi_error.h"
@@ -36,8 +39,28 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // Online cores, not this process's affinity: mpirun binds each rank to
   // one core when there are enough of them.
   int ncpu = static_cast<int>(std::thread::hardware_concurrency());
-  progress_ =
-      std::make_shared<detail::MpiProgress>(node_ranks > std::max(ncpu, 1));
+  // Every rank's host name, for the watchdog's messages.
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  NDT_MPI_CHECK(MPI_Get_processor_name(name, &len));
+  std::vector<char> all(
+      static_cast<size_t>(world_size_) * MPI_MAX_PROCESSOR_NAME);
+  NDT_MPI_CHECK(MPI_Allgather(
+      name,
+      MPI_MAX_PROCESSOR_NAME,
+      MPI_CHAR,
+      all.data(),
+      MPI_MAX_PROCESSOR_NAME,
+      MPI_CHAR,
+      MPI_COMM_WORLD));
+  std::vector<std::string> hosts;
+  for (int r = 0; r < world_size_; ++r) {
+    const char* h =
+        all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+  }
+  progress_ = std::make_shared<detail::MpiProgress>(
+      node_ranks > std::max(ncpu, 1), std::move(hosts));
 }
 
 MpiRuntime::~MpiRuntime() {

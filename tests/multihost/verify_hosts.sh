@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Multi-host runs on a bed of 2 namespace hosts (scripts/hosts.sh), ranks
+# on different hosts talking TCP:
+#   1. mpirun places 2 ranks on each host, each in its host's namespace and
+#      under its host name;
+#   2. test_mpi (every collective, send/recv, the watchdog, host names in
+#      its messages) at 4 ranks across the hosts;
+#   3. `ndtrain verify` passes for the MLP at dp=4 (2 ranks per host) and
+#      for GPT at dp=2 x pp=2 with the pipeline's two stages on different
+#      hosts (--map-by node), and bytes cross the hosts' links.
+# The bed is removed on exit.
+# Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
+set -u
+bin=$1
+src=$2
+test_mpi=$3
+source "$src/tests/multihost/bed.sh"
+bed_up "$src" 2
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+rx_bytes() {  # rx_bytes HOST: bytes received on the host's link
+  ip netns exec "$1" cat /sys/class/net/eth0/statistics/rx_bytes
+}
+
+# 1. Placement: rank -> host name -> namespace address.
+where='echo "rank $OMPI_COMM_WORLD_RANK on $(hostname)'
+where+=' $(ip -4 -o addr show dev eth0 | awk "{print \$4}")"'
+placement() {  # placement NAME MPIRUN_ARGS...: the "rank R on HOST ADDR" lines
+  local name=$1 rc
+  shift
+  timeout 60 "${bed_mpirun[@]}" "$@" -np 4 sh -c "$where" \
+    > "$work/$name.out" 2> "$work/$name.err"
+  rc=$?
+  grep "^rank " "$work/$name.out" | sort > "$work/$name"
+  echo "$name (exit code $rc): $(tr '\n' ';' < "$work/$name")"
+  [[ -s $work/$name.err ]] && { echo "$name, stderr:"; cat "$work/$name.err"; }
+  return $rc
+}
+placement by_slot || fail "mpirun on the bed"
+printf 'rank %s on ndtt-h%s 198.19.77.%s/24\n' 0 0 1 1 0 1 2 1 2 3 1 2 |
+  cmp -s - "$work/by_slot" ||
+  { cat "$work/by_slot.out"; fail "ranks not placed 2 per host in their namespaces"; }
+placement by_node --map-by node || fail "mpirun on the bed"
+printf 'rank %s on ndtt-h%s 198.19.77.%s/24\n' 0 0 1 1 1 2 2 0 1 3 1 2 |
+  cmp -s - "$work/by_node" ||
+  { cat "$work/by_node.out"; fail "--map-by node does not alternate hosts"; }
+
+# 2. The MPI suite across hosts.
+timeout 300 "${bed_mpirun[@]}" -np 4 "$test_mpi" > "$work/test_mpi.log" 2>&1
+rc=$?
+grep -E "host names:|PASSED|FAILED" "$work/test_mpi.log"
+((rc == 0)) || { cat "$work/test_mpi.log"; fail "test_mpi at 4 ranks on 2 hosts: exit code $rc"; }
+grep -q "this rank is on host ndtt-h0; peer 3 is world rank 3 on host ndtt-h1" \
+  "$work/test_mpi.log" || fail "watchdog message does not name both hosts"
+
+# 3. verify across hosts.
+run_verify() {  # run_verify NAME MPIRUN_ARGS... -- NDTRAIN_ARGS...
+  local name=$1 margs=() rx0 rx1 rc t0
+  shift
+  while [[ $1 != -- ]]; do margs+=("$1"); shift; done
+  shift
+  rx0=$(rx_bytes ndtt-h1)
+  t0=$(now)
+  timeout 300 "${bed_mpirun[@]}" "${margs[@]}" "$bin" verify "$@" \
+    > "$work/$name.log" 2>&1
+  rc=$?
+  rx1=$(rx_bytes ndtt-h1)
+  tail -3 "$work/$name.log"
+  echo "$name: exit code $rc in $(elapsed "$t0") s, $((rx1 - rx0)) bytes into ndtt-h1"
+  ((rc == 0)) && grep -q "^verify: PASS$" "$work/$name.log" ||
+    { cat "$work/$name.log"; fail "$name"; }
+  ((rx1 - rx0 > 100000)) || fail "$name: under 100 kB crossed to ndtt-h1"
+}
+run_verify mlp_dp4 -np 4 -- -c "$src/configs/verify/mlp.yaml" parallel.dp=4
+# parallel.order dp,pp: rank = 2 d + s, so with ranks alternating between
+# hosts stage 0 runs on ndtt-h0 and stage 1 on ndtt-h1.
+run_verify gpt_dp2_pp2 --map-by node -np 4 -- -c "$src/configs/verify/gpt.yaml" \
+  model.depth=4 train.batch_size=24 parallel.dp=2 parallel.pp=2 \
+  parallel.microbatches=3
+echo PASS

@@ -60,6 +60,15 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+double rel_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    return INFINITY;
+  double scale = 0;
+  for (int64_t i = 0; i < b.numel(); ++i)
+    scale = std::max(scale, std::fabs(double(b.data()[i])));
+  return max_abs_diff(a, b) / std::max(scale, 1e-30);
+}
+
 std::string source_path(const std::string& rel) {
   return std::string(NDT_SOURCE_DIR) + "/" + rel;
 }

@@ -25,6 +25,10 @@ double close_ratio(const Tensor& a, const Tensor& b, double atol, double rtol);
 double dot(const Tensor& a, const Tensor& b);
 // Largest |a - b|.
 double max_abs_diff(const Tensor& a, const Tensor& b);
+// max |a - b| / max |b| (b all zero: divided by 1e-30, so any difference
+// fails); infinity when the shapes differ. The per-tensor measure of the
+// parallel-layer tests.
+double rel_diff(const Tensor& a, const Tensor& b);
 // Path under the source tree, e.g. source_path("tests/fixtures/x.bin").
 std::string source_path(const std::string& rel);
 

@@ -4,8 +4,9 @@
 // them), assigned by assign_buckets() in backward order. A bucket's
 // all-reduce starts as soon as the last of its gradients is final (the
 // Model's on_backward_done hook), so communication overlaps the rest of
-// backward; finish() waits for the stragglers. With sync off (no_sync, for
-// gradient accumulation) gradients only accumulate locally.
+// backward; finish() waits for the stragglers. A backward that is not the
+// step's last (begin_backward(false), gradient accumulation) only
+// accumulates locally, as no_sync does elsewhere.
 // Every rank scales its loss by 1 / (global number of loss terms), so the
 // all-reduced sum is the global-batch gradient: no division afterwards.
 #pragma once
@@ -34,15 +35,11 @@ class DistributedDataParallel final : public GradSync {
   // Throws ConfigError when the replicas' parameters differ (compares a
   // checksum of every parameter across ranks).
   void check_replicas_identical();
-  // false: the next backward only accumulates (no communication).
-  void set_sync(bool sync) {
-    sync_ = sync;
-  }
   // Waits for every bucket launched in this backward.
   void finish() override;
-  // GradSync: sync only the step's last backward.
+  // Only the step's last backward communicates; the others accumulate.
   void begin_backward(bool last) override {
-    set_sync(last);
+    sync_ = last;
   }
 
   const std::vector<Bucket>& buckets() const {

@@ -5,19 +5,10 @@
 
 #include "base/check.h"
 #include "ops/ops.h"
+#include "parallel/tp2d_grid.h"
 
 namespace ndt {
 namespace {
-
-Placement shard(const char* axis, int dim, const ProcessGroup& g) {
-  Placement p;
-  p.axis = axis;
-  p.kind = Placement::Kind::kShard;
-  p.dim = dim;
-  p.parts = g.size();
-  p.index = g.rank();
-  return p;
-}
 
 int divided(const std::string& name, const char* what, int n, int parts) {
   NDT_CHECK(
@@ -127,14 +118,10 @@ Linear2d::Linear2d(
       " x tp_col ",
       q_);
   NDT_ASSERT(act == Act::kNone || (act == Act::kGelu && bias));
-  Placement out_split = shard("tp_col", 0, row_);
-  out_split.blocks = blocks;
-  weight_.layout = Layout{
-      {out_features, in_features}, {out_split, shard("tp_row", 1, col_)}};
-  if (bias) {
-    bias_.layout =
-        Layout{{out_features}, {out_split, shard("tp_row", 0, col_)}};
-  }
+  weight_.layout =
+      grid_matrix_layout(out_features, in_features, row_, col_, blocks);
+  if (bias)
+    bias_.layout = grid_vector_layout(out_features, row_, col_, blocks);
 }
 
 // saved: {x, pre} (pre: the product before bias and activation, only
@@ -154,8 +141,7 @@ Tensor Linear2d::forward(const Tensor& x_in, Context& ctx) {
   ctx.saved = {x};
   if (!has_bias_)
     return y;
-  Tensor b({out_local_}, MemTag::kComm);
-  col_.all_gather(bias_.value.data(), b.data(), bias_.value.numel());
+  Tensor b = gather_column_slice(bias_.value, col_);
   if (act_ == Act::kGelu) {
     Tensor out(y.shape(), MemTag::kActs);
     ops::bias_gelu_forward(out, y, b);
@@ -181,9 +167,7 @@ Tensor Linear2d::backward(const Tensor& dy_nd, Context& ctx) {
     } else {
       ops::bias_add_backward(db_slice, dy);
     }
-    Tensor mine({bias_.value.numel()}, MemTag::kComm);
-    col_.reduce_scatter(db_slice.data(), mine.data(), mine.numel());
-    ops::add_(bias_.grad, mine);
+    add_column_piece_grad(bias_, db_slice, col_);
   }
   const int n = static_cast<int>(dy.dim(0));
   // dw_(t,j) = sum_i dy_ij^T x_(i,t): x blocks along my row, partials

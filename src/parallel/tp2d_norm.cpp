@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "ops/ops.h"
+#include "parallel/tp2d_grid.h"
 
 namespace ndt {
 namespace {
@@ -25,27 +26,6 @@ int quarter(const std::string& name, int C, int q) {
   return C / (q * q);
 }
 
-Layout grid_layout(int C, const ProcessGroup& row, const ProcessGroup& col) {
-  Placement outer, inner;
-  outer.axis = "tp_col";
-  outer.kind = Placement::Kind::kShard;
-  outer.dim = 0;
-  outer.parts = row.size();
-  outer.index = row.rank();
-  inner = outer;
-  inner.axis = "tp_row";
-  inner.parts = col.size();
-  inner.index = col.rank();
-  return Layout{{C}, {outer, inner}};
-}
-
-// My column's slice [C/q] of a [C/q^2] parameter block.
-Tensor gather_slice(const Tensor& block, ProcessGroup& col) {
-  Tensor out({block.numel() * col.size()}, MemTag::kComm);
-  col.all_gather(block.data(), out.data(), block.numel());
-  return out;
-}
-
 }  // namespace
 
 LayerNorm2d::LayerNorm2d(const std::string& name, int C, Mesh& mesh)
@@ -62,8 +42,8 @@ LayerNorm2d::LayerNorm2d(const std::string& name, int C, Mesh& mesh)
           {quarter(name, C, row_.size())},
           false,
           {Init::kZeros, 0}) {
-  weight_.layout = grid_layout(C, row_, col_);
-  bias_.layout = grid_layout(C, row_, col_);
+  weight_.layout = grid_vector_layout(C, row_, col_);
+  bias_.layout = grid_vector_layout(C, row_, col_);
 }
 
 // saved: {x, mean, rstd, w slice}.
@@ -72,8 +52,8 @@ Tensor LayerNorm2d::forward(const Tensor& x, Context& ctx) {
   std::vector<double> sums(2 * N);
   ops::layernorm_split_stats(sums.data(), x);
   row_.all_reduce(sums.data(), static_cast<int64_t>(sums.size()));
-  Tensor w = gather_slice(weight_.value, col_);
-  Tensor b = gather_slice(bias_.value, col_);
+  Tensor w = gather_column_slice(weight_.value, col_);
+  Tensor b = gather_column_slice(bias_.value, col_);
   Tensor y(x.shape(), MemTag::kActs), mean({N}, MemTag::kActs),
       rstd({N}, MemTag::kActs);
   ops::layernorm_split_forward(y, mean, rstd, x, sums.data(), C_, w, b, kEps);
@@ -95,12 +75,9 @@ Tensor LayerNorm2d::backward(const Tensor& dy, Context& ctx) {
   Tensor db = Tensor::zeros({w.numel()}, MemTag::kComm);
   ops::layernorm_split_backward(
       dx, dw, db, dy, x, w, mean, rstd, sums.data(), C_);
-  // My block of the slice's gradients, summed over the row blocks.
-  Tensor mine({weight_.value.numel()}, MemTag::kComm);
-  col_.reduce_scatter(dw.data(), mine.data(), mine.numel());
-  ops::add_(weight_.grad, mine);
-  col_.reduce_scatter(db.data(), mine.data(), mine.numel());
-  ops::add_(bias_.grad, mine);
+  // My pieces of the slice's gradients, summed over the row blocks.
+  add_column_piece_grad(weight_, dw, col_);
+  add_column_piece_grad(bias_, db, col_);
   return dx;
 }
 

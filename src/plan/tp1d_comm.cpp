@@ -73,17 +73,10 @@ PassVolume transformer_block_comm(const Tp1dLayout& l, int64_t N, int64_t C) {
          mlp_comm(l, N, C);
 }
 
+// The partial rows leave through the same region as a row-parallel
+// output (without a bias).
 PassVolume vocab_embedding_comm(const Tp1dLayout& l, int64_t N, int64_t C) {
-  PassVolume p;
-  if (l.tp <= 1)
-    return p;
-  if (!l.token_split) {
-    p.fwd.add(kAR, 1, N * C);
-  } else {
-    p.fwd.add(kRS, 1, token_block(l, N, C));
-    p.bwd.add(kAG, 1, token_block(l, N, C));
-  }
-  return p;
+  return row_linear_comm(l, N, C, false);
 }
 
 PassVolume vocab_lm_head_comm(const Tp1dLayout& l, int64_t N, int64_t C) {

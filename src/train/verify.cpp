@@ -127,9 +127,8 @@ class Comparison {
       const std::vector<Parameter*>& held,
       bool grads) const {
     std::vector<double> s(size_t(size()) * kSums + 1, 0.0);
-    for (const Tensor& t : serial) {
-      const size_t i = &t - serial.data();
-      if (!all_finite(t))
+    for (size_t i = 0; i < serial.size(); ++i) {
+      if (!all_finite(serial[i]))
         s[i * kSums + kBadSerial] = 1;
     }
     for (Parameter* p : held) {

@@ -45,6 +45,7 @@ namespace ndt {
 namespace {
 
 using test::randn;
+using test::rel_diff;
 
 constexpr double kShardTol = 1e-6;
 constexpr double kSumTol = 1e-5;
@@ -52,16 +53,6 @@ constexpr uint64_t kSeed = 11;
 constexpr int64_t kB = 2, kT = 4, kC = 8;
 constexpr int kHidden = 24;  // divisible by 3 blocks x 4 ranks
 constexpr float kStd = 0.3f;
-
-// max |a - b| / max |b|; infinity when the shapes differ.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape())
-    return INFINITY;
-  double scale = 0;
-  for (int64_t i = 0; i < b.numel(); ++i)
-    scale = std::max(scale, std::fabs(double(b.data()[i])));
-  return test::max_abs_diff(a, b) / std::max(scale, 1e-30);
-}
 
 struct Check {
   std::string what;

@@ -26,17 +26,10 @@
 namespace ndt {
 namespace {
 
+using test::rel_diff;
+
 constexpr double kTol = 1e-5;
 constexpr uint64_t kSeed = 9;
-
-double rel_diff(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape())
-    return INFINITY;
-  double scale = 0;
-  for (int64_t i = 0; i < b.numel(); ++i)
-    scale = std::max(scale, std::fabs(double(b.data()[i])));
-  return test::max_abs_diff(a, b) / std::max(scale, 1e-30);
-}
 
 // Samples block i and feature block j of [B, T, C].
 Tensor block(const Tensor& t, int q, int i, int j) {

@@ -36,19 +36,11 @@ namespace ndt {
 namespace {
 
 using test::randn;
+using test::rel_diff;
 
 constexpr double kSumTol = 1e-5;
 constexpr uint64_t kSeed = 5;
 constexpr int kN = 12, kIn = 12, kOut = 36;
-
-double rel_diff(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape())
-    return INFINITY;
-  double scale = 0;
-  for (int64_t i = 0; i < b.numel(); ++i)
-    scale = std::max(scale, std::fabs(double(b.data()[i])));
-  return test::max_abs_diff(a, b) / std::max(scale, 1e-30);
-}
 
 // Block (bi, bj) of a [R, C] tensor cut into q x q blocks.
 Tensor block(const Tensor& t, int q, int bi, int bj) {

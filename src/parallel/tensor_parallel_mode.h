@@ -3,8 +3,8 @@
 // checks, its layer builder (the models are written once against
 // nn/builder.h), and the local shape of the activations that flow between
 // blocks (what pipeline stages send). make_tensor_parallel_mode() is the
-// one switch over parallel.tp_mode; the engine, the CLI, checkpoints and verify work from
-// the mesh and each parameter's Layout and never name a mode.
+// one switch over parallel.tp_mode; the engine, the CLI, checkpoints and verify
+// work from the mesh and each parameter's Layout and never name a mode.
 //
 // Modes today: none (parallel.tp = 1: the serial layers, axis "tp" of size
 // 1) and 1d (Megatron column/row split over axis "tp", optionally with

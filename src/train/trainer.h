@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "io/config.h"
 #include "comm/mesh.h"
+#include "io/config.h"
 
 namespace ndt {
 

@@ -20,18 +20,21 @@ constexpr double kH = 1e-2, kAtol = 1e-3, kRtol = 2e-2;
 
 Tensor labels(int64_t n, int classes, int salt) {
   Tensor t({n}, MemTag::kOther, DType::kI32);
-  for (int64_t i = 0; i < n; ++i) t.data_i32()[i] = (i * 5 + salt) % classes;
+  for (int64_t i = 0; i < n; ++i)
+    t.data_i32()[i] = (i * 5 + salt) % classes;
   return t;
 }
 
-void check_model(Model& m, const Tensor& input, const Tensor& targets,
-                 double h = kH) {
+void check_model(
+    Model& m, const Tensor& input, const Tensor& targets, double h = kH) {
   m.init(3);
   // Lift LayerNorm/bias parameters off their ones/zeros init.
   for (Parameter* p : m.parameters()) {
-    if (p->init.kind == Init::kNormal) continue;
+    if (p->init.kind == Init::kNormal)
+      continue;
     Tensor n = randn(p->value.shape(), 4, p->name, 0.3f);
-    for (int64_t i = 0; i < n.numel(); ++i) p->value.data()[i] += n.data()[i];
+    for (int64_t i = 0; i < n.numel(); ++i)
+      p->value.data()[i] += n.data()[i];
   }
   const float scale = 0.7f;
   m.zero_grad();
@@ -51,8 +54,8 @@ void check_model(Model& m, const Tensor& input, const Tensor& targets,
     double largest = 0;
     for (int64_t i = 0; i < g.numel(); ++i)
       largest = std::max(largest, std::fabs(double(g.data()[i])));
-    EXPECT_GE(largest, 10 * kAtol) << "gradient of " << p->name
-                                   << " too small for this test's tolerance";
+    EXPECT_GE(largest, 10 * kAtol)
+        << "gradient of " << p->name << " too small for this test's tolerance";
     double worst = test::grad_check(p->value, g, loss, h, kAtol, kRtol, 12);
     EXPECT_LE(worst, 1.0) << "gradient of " << p->name;
   }
@@ -69,8 +72,11 @@ TEST(ModelGrad, Mlp) {
     auto m = build_mlp(o, b);
     EXPECT_EQ(m->parameters().size(), 6u);
     // ReLU: a small step keeps the differences off the kink.
-    check_model(*m, randn({4, 2, 4, 4}, 1, "img"), labels(4, 5, 1),
-                act == Act::kRelu ? 1e-3 : kH);
+    check_model(
+        *m,
+        randn({4, 2, 4, 4}, 1, "img"),
+        labels(4, 5, 1),
+        act == Act::kRelu ? 1e-3 : kH);
   }
 }
 
@@ -131,7 +137,8 @@ TEST(ModelInit, DependsOnlyOnSeedAndName) {
   int matched = 0;
   for (Parameter* p : pa) {
     for (Parameter* q : c->parameters()) {
-      if (q->name != p->name) continue;
+      if (q->name != p->name)
+        continue;
       ++matched;
       EXPECT_EQ(test::max_abs_diff(p->value, q->value), 0.0) << p->name;
     }

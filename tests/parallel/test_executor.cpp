@@ -241,9 +241,15 @@ std::vector<RankResult> pipeline_step(
     model->keep_modules(keep);
     Tracer tracer(0, 0);
     PipelineExecutor executor(
-        *model, pg, chunks, stages, nullptr, nullptr, recompute, tracer, [&res] {
-          ++res.optimizer_calls;
-        });
+        *model,
+        pg,
+        chunks,
+        stages,
+        nullptr,
+        nullptr,
+        recompute,
+        tracer,
+        [&res] { ++res.optimizer_calls; });
     model->zero_grad();
     PipelineBatch pb;
     pb.input = work.input;

@@ -196,7 +196,9 @@ std::vector<Case> cases() {
   out.push_back(
       {"mlp_dp2_buckets_accum2",
        &kMlp,
-       {"parallel.dp=2", "parallel.bucket_mb=0.01", "parallel.microbatches=2"}});
+       {"parallel.dp=2",
+        "parallel.bucket_mb=0.01",
+        "parallel.microbatches=2"}});
   out.push_back(
       {"gpt_dp2_buckets",
        &kGpt,

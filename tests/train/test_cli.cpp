@@ -1,7 +1,6 @@
 // The ndtrain binary's error paths: each bad input gives one clear message
 // on stderr naming what is wrong, a non-zero exit, and nothing half written.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <array>
@@ -24,7 +23,8 @@ Result ndtrain(const std::string& args) {
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
   size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.output.append(buf.data(), n);
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
@@ -43,8 +43,8 @@ std::string cfg(const std::string& name) {
 
 TEST(Cli, UnknownKeyNamesTheKey) {
   std::string dir = temp_dir("unknown");
-  Result r = ndtrain("train -c " + cfg("fashion_mlp.yaml") +
-                     " optim.lrr=0.1 run.dir=" + dir);
+  Result r = ndtrain(
+      "train -c " + cfg("fashion_mlp.yaml") + " optim.lrr=0.1 run.dir=" + dir);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("optim.lrr"), std::string::npos) << r.output;
@@ -71,8 +71,9 @@ TEST(Cli, MissingConfigFileAndUsage) {
 
 TEST(Cli, MissingDataNamesTheFile) {
   std::string dir = temp_dir("nodata");
-  Result r = ndtrain("train -c " + cfg("fashion_mlp.yaml") +
-                     " data.path=/nonexistent/fmnist run.dir=" + dir);
+  Result r = ndtrain(
+      "train -c " + cfg("fashion_mlp.yaml") +
+      " data.path=/nonexistent/fmnist run.dir=" + dir);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos)
       << r.output;
@@ -84,7 +85,8 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   std::string base = "train -c " + cfg("fashion_mlp.yaml") +
                      " model.hidden=[32] train.steps=2 train.batch_size=16"
                      " optim.warmup_steps=0 train.log_every=1"
-                     " train.eval_samples=64 run.dir=" + dir;
+                     " train.eval_samples=64 run.dir=" +
+                     dir;
   Result ok = ndtrain(base);
   ASSERT_EQ(ok.code, 0) << ok.output;
   // The progress line that must not appear below does appear in training.
@@ -92,8 +94,8 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   std::string ck = dir + "/checkpoints/step-2";
   ASSERT_TRUE(fs::exists(ck + "/model.safetensors")) << ok.output;
   // Truncate the model file.
-  fs::resize_file(ck + "/model.safetensors",
-                  fs::file_size(ck + "/model.safetensors") / 2);
+  fs::resize_file(
+      ck + "/model.safetensors", fs::file_size(ck + "/model.safetensors") / 2);
   Result bad = ndtrain(base + " train.steps=4 train.resume=" + ck);
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("model.safetensors"), std::string::npos)
@@ -102,8 +104,11 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   // A model that does not match the checkpoint.
   Result ok2 = ndtrain(base + " run.dir=" + dir + "2");
   ASSERT_EQ(ok2.code, 0);
-  Result mismatch = ndtrain(base + " model.hidden=[48] train.steps=4 "
-                            "train.resume=" + dir + "2/checkpoints/step-2");
+  Result mismatch = ndtrain(
+      base +
+      " model.hidden=[48] train.steps=4 "
+      "train.resume=" +
+      dir + "2/checkpoints/step-2");
   EXPECT_EQ(mismatch.code, 1);
   EXPECT_NE(
       mismatch.output.find("model.hidden: checkpoint [32], config [48]"),

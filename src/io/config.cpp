@@ -121,6 +121,7 @@ using Field = std::variant<
     DatasetKind*,
     OptimKind*,
     LrDecay*,
+    LrScaling*,
     DpMode*,
     PipeSchedule*,
     Recompute*,
@@ -203,6 +204,9 @@ constexpr Key kKeys[] = {
     {"optim.clip_grad_norm", field<&OptimConfig::clip_grad_norm>, at_least(0)},
     {"optim.schedule", field<&OptimConfig::schedule>},
     {"optim.warmup_steps", field<&OptimConfig::warmup_steps>, at_least(0)},
+    {"optim.warmup_epochs", field<&OptimConfig::warmup_epochs>, at_least(0)},
+    {"optim.scale_lr", field<&OptimConfig::scale_lr>},
+    {"optim.base_batch", field<&OptimConfig::base_batch>, at_least(0)},
     {"optim.min_lr_ratio", field<&OptimConfig::min_lr_ratio>, in_closed(0, 1)},
     {"optim.power", field<&OptimConfig::power>, above(0)},
     {"optim.lars_mode", field<&OptimConfig::lars_mode>},
@@ -719,6 +723,30 @@ void check_cross_keys(const Config& c) {
       ") must be less than train.steps (",
       c.train.steps,
       ")");
+  NDT_CHECK(
+      c.optim.warmup_steps == 0 || c.optim.warmup_epochs == 0,
+      ConfigError,
+      "set one of optim.warmup_steps (",
+      c.optim.warmup_steps,
+      ") and optim.warmup_epochs (",
+      c.optim.warmup_epochs,
+      "), not both");
+  if (c.optim.scale_lr == LrScaling::kNone) {
+    NDT_CHECK(
+        c.optim.base_batch == 0,
+        ConfigError,
+        "optim.base_batch (",
+        c.optim.base_batch,
+        ") is only used with optim.scale_lr linear or sqrt (got none)");
+  } else {
+    NDT_CHECK(
+        c.optim.base_batch >= 1,
+        ConfigError,
+        "optim.scale_lr ",
+        to_string(c.optim.scale_lr),
+        " needs optim.base_batch >= 1: the batch size optim.lr was chosen "
+        "for");
+  }
   NDT_CHECK(
       !c.optim.nesterov || c.optim.momentum > 0,
       ConfigError,

@@ -19,6 +19,7 @@
 #include "nn/act.h"
 #include "nn/head_pool.h"
 #include "optim/lr_decay.h"
+#include "optim/lr_scaling.h"
 
 namespace ndt {
 
@@ -85,6 +86,13 @@ struct EnumNames<LrDecay> {
       {LrDecay::kCosine, "cosine"},
       {LrDecay::kLinear, "linear"},
       {LrDecay::kPolynomial, "polynomial"}};
+};
+template <>
+struct EnumNames<LrScaling> {
+  static constexpr EnumName<LrScaling> kTable[] = {
+      {LrScaling::kNone, "none"},
+      {LrScaling::kLinear, "linear"},
+      {LrScaling::kSqrt, "sqrt"}};
 };
 template <>
 struct EnumNames<DpMode> {
@@ -209,7 +217,17 @@ struct OptimConfig {
   float clip_grad_norm = 0.0f;  // optim.clip_grad_norm >= 0 (0: off)
   LrDecay schedule = LrDecay::kCosine;  // optim.schedule: constant |
                                         // cosine | linear | polynomial
-  int64_t warmup_steps = 0;   // optim.warmup_steps >= 0, < train.steps
+  int64_t warmup_steps = 0;    // optim.warmup_steps >= 0, < train.steps
+  float warmup_epochs = 0.0f;  // optim.warmup_epochs >= 0: warmup in passes
+                               // over the training set (rounded up to
+                               // steps; excludes optim.warmup_steps)
+  LrScaling scale_lr = LrScaling::kNone;  // optim.scale_lr: none | linear |
+                                          // sqrt: optim.lr is the rate at
+                                          // optim.base_batch, scaled to
+                                          // train.batch_size (optim/
+                                          // lr_scaling.h)
+  int64_t base_batch = 0;     // optim.base_batch >= 0: the batch optim.lr was
+                              // tuned at (>= 1 with scale_lr linear or sqrt)
   float min_lr_ratio = 0.0f;  // optim.min_lr_ratio in [0, 1]: final lr / lr
   float power = 2.0f;         // optim.power > 0 (polynomial)
   // LARS / LAMB (ALGORITHMS.md 2.5):

@@ -60,7 +60,7 @@ int64_t DataSource::train_size() const {
   if (train_images_)
     return train_images_->size();
   if (text_)
-    return static_cast<int64_t>(text_->train.size());
+    return static_cast<int64_t>(text_->train.size()) / config_.model.seq_len;
   return kSyntheticEvalSize;
 }
 

@@ -29,6 +29,9 @@ class DataSource {
   // Number of evaluation samples (test images or validation windows).
   int64_t eval_size() const;
   void eval_batch(int64_t first, int64_t B, Tensor& input, Tensor& targets);
+  // Training samples in one epoch: the training images, or the windows of
+  // model.seq_len tokens that tile the training text (the warmup unit of
+  // optim.warmup_epochs).
   int64_t train_size() const;
 
  private:

@@ -89,7 +89,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
     }
   }
   opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum_axes_);
-  schedule_ = make_lr_schedule(config);
+  schedule_ = make_lr_schedule(config, data_.train_size());
   if (!threads_ && dp_ > 1) {
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],

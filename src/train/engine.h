@@ -109,6 +109,11 @@ class Engine {
   Optimizer& optimizer() {
     return *opt_;
   }
+  // The learning-rate schedule, optim.scale_lr and optim.warmup_epochs
+  // resolved.
+  const LrScheduleOptions& lr_schedule() const {
+    return schedule_;
+  }
   // Data-parallel statistics (null unless DDP runs over more than one
   // rank).
   const DistributedDataParallel* ddp() const {

@@ -1,5 +1,8 @@
 #include "train/factory.h"
 
+#include <cmath>
+
+#include "base/check.h"
 #include "io/model_options.h"
 #include "optim/adamw.h"
 #include "optim/lamb.h"
@@ -65,11 +68,32 @@ std::unique_ptr<Optimizer> make_optimizer(
   return nullptr;
 }
 
-LrScheduleOptions make_lr_schedule(const Config& c) {
+LrScheduleOptions make_lr_schedule(const Config& c, int64_t train_size) {
+  const int64_t B = c.train.batch_size;
   LrScheduleOptions o;
-  o.lr = c.optim.lr;
+  o.lr = c.optim.scale_lr == LrScaling::kNone
+             ? c.optim.lr
+             : scaled_lr(c.optim.lr, c.optim.scale_lr, B, c.optim.base_batch);
   o.decay = c.optim.schedule;
   o.warmup = c.optim.warmup_steps;
+  if (c.optim.warmup_epochs > 0) {
+    o.warmup = static_cast<int64_t>(
+        std::ceil(static_cast<double>(c.optim.warmup_epochs) * train_size / B));
+    NDT_CHECK(
+        o.warmup < c.train.steps,
+        ConfigError,
+        "optim.warmup_epochs (",
+        c.optim.warmup_epochs,
+        ") is ",
+        o.warmup,
+        " steps of batch ",
+        B,
+        " over ",
+        train_size,
+        " training samples; it must be less than train.steps (",
+        c.train.steps,
+        ")");
+  }
   o.total = c.train.steps;
   o.min_ratio = c.optim.min_lr_ratio;
   o.power = c.optim.power;

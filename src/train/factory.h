@@ -20,6 +20,10 @@ std::unique_ptr<Optimizer> make_optimizer(
     const OptimConfig& config,
     std::vector<Parameter*> params,
     AxisSumFn axis_sum = nullptr);
-LrScheduleOptions make_lr_schedule(const Config& config);
+// The schedule with the peak rate scaled by optim.scale_lr and the warmup
+// in steps (optim.warmup_epochs over `train_size` samples, or
+// optim.warmup_steps). Throws ConfigError when the warmup is not shorter
+// than train.steps.
+LrScheduleOptions make_lr_schedule(const Config& config, int64_t train_size);
 
 }  // namespace ndt

@@ -209,6 +209,15 @@ TrainSummary run_training(
       << (ranks > 1 ? " per rank" : "") << "\n"
       << "ndtrain: model " << model.kind << ", " << n_params << " parameters, "
       << flops_per_step / 1e9 << " GFLOP per step (batch " << B << ")\n";
+  const LrScheduleOptions& lr = engine.lr_schedule();
+  out << "ndtrain: optimizer " << to_string(config.optim.name) << ", lr "
+      << lr.lr;
+  if (config.optim.scale_lr != LrScaling::kNone)
+    out << " (optim.lr " << config.optim.lr << " at batch "
+        << config.optim.base_batch << ", " << to_string(config.optim.scale_lr)
+        << " scaling to batch " << B << ")";
+  out << ", " << to_string(config.optim.schedule) << " decay, warmup "
+      << lr.warmup << " steps\n";
   if (dp > 1 && pp == 1) {
     out << "ndtrain: data parallel, " << dp << " replicas ("
         << to_string(config.parallel.dp_mode) << "), "

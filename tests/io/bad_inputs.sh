@@ -313,6 +313,12 @@ check overwrite_key_is_validated \
   bash -c "\"$bin\" train -c \"$cfg\" train.overwrite=maybe 2>&1 |
     grep -q \"'train.overwrite' must be true or false\""
 
+# A warmup in epochs longer than the run is found before anything is
+# written.
+expect warmup_epochs_too_long "optim.warmup_epochs (1) is 8 steps" \
+  train run.dir="$work/r_warm" train.batch_size=8000 optim.warmup_epochs=1
+check warmup_epochs_too_long_writes_nothing test ! -e "$work/r_warm"
+
 echo "$cases cases, $failures failed"
 if ((failures)); then
   echo FAIL

@@ -476,6 +476,22 @@ TEST(Config, CrossKeyRules) {
       override_error({"train.steps=100", "optim.warmup_steps=100"}),
       {"optim.warmup_steps (100) must be less than train.steps (100)"});
   expect_has(
+      override_error({"optim.warmup_steps=10", "optim.warmup_epochs=1"}),
+      {"set one of optim.warmup_steps (10) and optim.warmup_epochs (1), "
+       "not both"});
+  expect_has(
+      override_error({"optim.scale_lr=linear"}),
+      {"optim.scale_lr linear needs optim.base_batch >= 1"});
+  expect_has(
+      override_error({"optim.base_batch=128"}),
+      {"optim.base_batch (128) is only used with optim.scale_lr linear or "
+       "sqrt (got none)"});
+  expect_has(
+      override_error({"optim.scale_lr=cubic", "optim.base_batch=128"}),
+      {"optim.scale_lr", "none, linear, sqrt"});
+  expect_has(
+      override_error({"optim.warmup_epochs=-1"}), {"optim.warmup_epochs"});
+  expect_has(
       override_error(
           {"optim.name=sgd", "optim.nesterov=true", "optim.momentum=0"}),
       {"optim.nesterov needs optim.momentum > 0"});
@@ -530,8 +546,14 @@ TEST(Config, JsonRoundTrip) {
        "optim.eps=1e-7",
        "optim.beta2=0.95",
        "optim.momentum=0.3333333",
-       "optim.schedule=constant"});
+       "optim.schedule=constant",
+       "optim.warmup_steps=0",
+       "optim.warmup_epochs=0.5",
+       "optim.scale_lr=sqrt",
+       "optim.base_batch=256"});
   nlohmann::json j = config_to_json(c);
+  EXPECT_EQ(j["optim"]["scale_lr"], "sqrt");
+  EXPECT_EQ(j["optim"]["base_batch"], 256);
   EXPECT_EQ(j["model"]["kind"], "gpt");
   EXPECT_EQ(j["model"]["hidden"], nlohmann::json({7, 9, 11}));
   EXPECT_EQ(j["data"]["name"], "fortunes");
@@ -542,7 +564,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["model"].size(), 16u);
   EXPECT_EQ(j["data"].size(), 4u);
   EXPECT_EQ(j["train"].size(), 11u);
-  EXPECT_EQ(j["optim"].size(), 18u);
+  EXPECT_EQ(j["optim"].size(), 21u);
   EXPECT_EQ(j["parallel"].size(), 13u);
   EXPECT_EQ(j["comm"].size(), 1u);
   EXPECT_EQ(j["verify"].size(), 1u);

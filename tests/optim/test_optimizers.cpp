@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm.h"
+#include "optim/lr_scaling.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
 #include "test_util.h"
@@ -59,7 +60,8 @@ std::map<std::string, std::vector<std::vector<float>>> reference() {
     int which, n;
     is >> name >> which >> n;
     std::vector<float> v(n);
-    for (float& x : v) is >> x;
+    for (float& x : v)
+      is >> x;
     out[name].push_back(v);
   }
   return out;
@@ -67,8 +69,8 @@ std::map<std::string, std::vector<std::vector<float>>> reference() {
 
 // fp32 against torch's fp32: same formulas, different operation order;
 // 4 steps stay within 2e-6 absolute.
-void expect_matches(const std::string& name, Optimizer& opt, Params& ps,
-                    float lr) {
+void expect_matches(
+    const std::string& name, Optimizer& opt, Params& ps, float lr) {
   for (int t = 0; t < kSteps; ++t) {
     ps.set_grads(t);
     opt.step(lr);
@@ -122,7 +124,8 @@ TEST(Optimizers, StateRoundTripIsExact) {
     oa.step(0.01f);
   }
   NamedState st;
-  for (auto& [n, t] : oa.state()) st.emplace_back(n, t.clone(MemTag::kOther));
+  for (auto& [n, t] : oa.state())
+    st.emplace_back(n, t.clone(MemTag::kOther));
   b.a.value.copy_(a.a.value);
   b.b.value.copy_(a.b.value);
   ob.load_state(st, oa.step_count());
@@ -169,12 +172,23 @@ TEST(LrSchedule, WarmupThenDecays) {
   EXPECT_FLOAT_EQ(lr_at(o, 100), 1.0f);
 }
 
+TEST(LrScaling, FollowsTheBatchRatio) {
+  EXPECT_FLOAT_EQ(scaled_lr(0.1f, LrScaling::kNone, 1024, 128), 0.1f);
+  EXPECT_FLOAT_EQ(scaled_lr(0.1f, LrScaling::kLinear, 1024, 128), 0.8f);
+  EXPECT_FLOAT_EQ(
+      scaled_lr(0.1f, LrScaling::kSqrt, 1024, 128),
+      static_cast<float>(0.1 * std::sqrt(8.0)));
+  EXPECT_FLOAT_EQ(scaled_lr(0.1f, LrScaling::kLinear, 64, 128), 0.05f);
+  EXPECT_FLOAT_EQ(scaled_lr(0.1f, LrScaling::kSqrt, 32, 128), 0.05f);
+}
+
 TEST(GradNorm, ClipScalesToMaxNorm) {
   Params ps;
   ps.set_grads(0);
   double sq = 0;
   for (Parameter* p : ps.list()) {
-    for (int i = 0; i < kN; ++i) sq += double(p->grad.data()[i]) * p->grad.data()[i];
+    for (int i = 0; i < kN; ++i)
+      sq += double(p->grad.data()[i]) * p->grad.data()[i];
   }
   EXPECT_NEAR(grad_norm(ps.list()), std::sqrt(sq), 1e-9);
   double before = clip_grad_norm(ps.list(), 0.5);

@@ -11,6 +11,7 @@ namespace ndt {
 namespace {
 
 char g_activity[256] = "start-up";
+char g_comm_wait[512] = "";
 char g_prefix[128] = "";
 
 void write_all(const char* s) {
@@ -27,6 +28,10 @@ void write_all(const char* s) {
 extern "C" void on_sigterm(int) {
   write_all(g_prefix);
   write_all(g_activity);
+  if (g_comm_wait[0] != '\0') {
+    write_all("; waiting in ");
+    write_all(g_comm_wait);
+  }
   write_all("\n");
   ::_exit(143);
 }
@@ -37,6 +42,12 @@ void set_activity(std::string_view text) {
   const size_t n = std::min(text.size(), sizeof g_activity - 1);
   std::memcpy(g_activity, text.data(), n);
   g_activity[n] = '\0';
+}
+
+void set_comm_wait(std::string_view text) {
+  const size_t n = std::min(text.size(), sizeof g_comm_wait - 1);
+  std::memcpy(g_comm_wait, text.data(), n);
+  g_comm_wait[n] = '\0';
 }
 
 void install_termination_report(int world_rank) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/activity.h"
 #include "base/check.h"
 #include "comm/mpi_error.h"
 #include "comm/mpi_process_group.h"
@@ -158,7 +159,26 @@ bool MpiWork::test() {
   return false;
 }
 
+// Names the operation a process is blocked in for the report it prints
+// when the launcher terminates it (base/activity.h), while it waits.
+class CommWaitNote {
+ public:
+  explicit CommWaitNote(const std::string& text) {
+    set_comm_wait(text);
+  }
+  ~CommWaitNote() {
+    set_comm_wait("");
+  }
+};
+
+static std::string hosts_note(const MpiGroupState& s, const MpiOp& op);
+
 void MpiWork::wait(double timeout_s) {
+  if (test())
+    return;
+  const CommWaitNote note(
+      comm_op_text(op_->type(), state_->name, op_->peer(), op_->tag()) + " " +
+      hosts_note(*state_, *op_));
   const double limit = timeout_s > 0 ? timeout_s : timeout_s_;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(

@@ -30,13 +30,10 @@ const char* to_string(OpType op) {
 
 namespace detail {
 
-std::string comm_op_label(
-    int rank, OpType op, const std::string& group, int peer, int tag) {
+std::string comm_op_text(
+    OpType op, const std::string& group, int peer, int tag) {
   if (peer >= 0 && (op == OpType::kSend || op == OpType::kRecv)) {
     return str_cat(
-        "rank ",
-        rank,
-        ": ",
         to_string(op),
         op == OpType::kSend ? " to peer " : " from peer ",
         peer,
@@ -45,7 +42,12 @@ std::string comm_op_label(
         ") on group ",
         group);
   }
-  return str_cat("rank ", rank, ": ", to_string(op), " on group ", group);
+  return str_cat(to_string(op), " on group ", group);
+}
+
+std::string comm_op_label(
+    int rank, OpType op, const std::string& group, int peer, int tag) {
+  return str_cat("rank ", rank, ": ", comm_op_text(op, group, peer, tag));
 }
 
 std::string comm_timeout_message(

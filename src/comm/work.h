@@ -57,6 +57,11 @@ class CompletedWork final : public Work {
 
 namespace detail {
 
+// "all_reduce on group G" or, for send/recv (peer >= 0), "send to peer P
+// (tag T) on group G".
+std::string comm_op_text(
+    OpType op, const std::string& group, int peer = -1, int tag = 0);
+
 // "rank R: all_reduce on group G" or, for send/recv (peer >= 0),
 // "rank R: send to peer P (tag T) on group G".
 std::string comm_op_label(

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/mesh.h"
@@ -118,6 +119,13 @@ class Engine {
  private:
   void partition_pipeline();
   void optimizer_step();
+  // This rank's share [first, end) of the evaluation set.
+  std::pair<int64_t, int64_t> eval_range() const;
+  // Sums loss statistics (loss, count, ...) in place over the ranks that
+  // hold other parts of the step: pipeline stages (only the last has the
+  // loss), data-parallel replicas, and the tensor-parallel mode's sample
+  // axes.
+  void sum_loss_stats(double* v, int64_t n);
   // Sums over the mesh axes that shard a parameter.
   void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
 

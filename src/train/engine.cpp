@@ -124,10 +124,18 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   // The evaluation batches must split as the mode splits samples: fail now
   // rather than at the first evaluation.
   const auto [first, end] = eval_range();
-  if (end - first >= config.train.batch_size)
-    mode_->sample_rows(mesh_, config.train.batch_size);
-  if ((end - first) % config.train.batch_size != 0)
-    mode_->sample_rows(mesh_, (end - first) % config.train.batch_size);
+  const int64_t B = config.train.batch_size;
+  try {
+    if (end - first >= B)
+      mode_->sample_rows(mesh_, B);
+    if ((end - first) % B != 0)
+      mode_->sample_rows(mesh_, (end - first) % B);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        "the evaluation set (" + std::to_string(end - first) +
+        " samples on this data-parallel rank, in batches of train.batch_size " +
+        std::to_string(B) + "; see train.eval_samples): " + e.what());
+  }
 }
 
 // This rank's share [first, end) of the evaluation set: data-parallel

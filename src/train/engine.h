@@ -20,7 +20,10 @@
 // (parallel.dp_mode=threads: parallel.dp replicas, one executor each,
 // replica 0 steps the optimizer and its parameters are broadcast to the
 // others before the next step). Step s always consumes global samples
-// [s*B, (s+1)*B).
+// [s*B, (s+1)*B). A tensor-parallel mode that splits samples (2d: the grid
+// rows) gives each rank its rows of every micro-batch and evaluation batch
+// (TensorParallelMode::sample_rows, applied by the executor); the loss and
+// evaluation statistics are then summed over the mode's sample axes too.
 #pragma once
 
 #include <cstdint>

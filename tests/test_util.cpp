@@ -20,6 +20,22 @@ Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std) {
   return t;
 }
 
+Tensor grid_block(const Tensor& t, int q, int i, int j) {
+  const int64_t C = t.dim(-1), C_local = C / q;
+  const int64_t rows = t.numel() / C, rows_local = rows / q;
+  Shape shape = t.shape();
+  shape.front() /= q;
+  shape.back() = C_local;
+  Tensor out(shape, MemTag::kOther);
+  for (int64_t r = 0; r < rows_local; ++r) {
+    for (int64_t c = 0; c < C_local; ++c) {
+      out.data()[r * C_local + c] =
+          t.data()[(i * rows_local + r) * C + j * C_local + c];
+    }
+  }
+  return out;
+}
+
 Tensor int_tensor(Shape shape, int modulo, int mul, int add) {
   Tensor t(std::move(shape), MemTag::kOther, DType::kI32);
   for (int64_t i = 0; i < t.numel(); ++i)

@@ -29,6 +29,11 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // fails); infinity when the shapes differ. The per-tensor measure of the
 // parallel-layer tests.
 double rel_diff(const Tensor& a, const Tensor& b);
+// Block (i, j) of t cut into q x q blocks over its first and last
+// dimensions (a copy): the block of 2D tensor-parallel rank (i, j) of an
+// activation [B, .., C] (samples of row-block i, features of column-block
+// j) or of a matrix [R, C].
+Tensor grid_block(const Tensor& t, int q, int i, int j);
 // Path under the source tree, e.g. source_path("tests/fixtures/x.bin").
 std::string source_path(const std::string& rel);
 

@@ -25,6 +25,9 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kPpDropMicrobatch, "pp_drop_microbatch"},
     {Fault::kBucketSkip, "bucket_skip"},
     {Fault::kParamRenamed, "param_renamed"},
+    {Fault::kTp2dSkipColReduce, "tp2d_skip_col_reduce"},
+    {Fault::kTp2dDropoutColumn, "tp2d_dropout_column"},
+    {Fault::kSampleAxesLoss, "sample_axes_loss"},
 };
 
 Fault parse_fault() {

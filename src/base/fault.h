@@ -19,6 +19,15 @@
 //   bucket_skip          DDP bucket 0 is never reduced
 //   param_renamed        a parallel layout renames its last parameter (one
 //                        serial parameter missing, one extra)
+//   tp2d_skip_col_reduce 2D tensor parallelism: the parameter gradients of
+//                        the embeddings and of the replicated linear layer
+//                        (ViT classifier) are not summed over the ranks of
+//                        the grid column (which hold other samples)
+//   tp2d_dropout_column  2D dropout draws the mask of column block 0 on
+//                        every grid column
+//   sample_axes_loss     loss and evaluation statistics are not summed over
+//                        the tensor-parallel mode's sample axes (2D: the
+//                        grid rows)
 #pragma once
 
 namespace ndt {
@@ -33,6 +42,9 @@ enum class Fault {
   kPpDropMicrobatch,
   kBucketSkip,
   kParamRenamed,
+  kTp2dSkipColReduce,
+  kTp2dDropoutColumn,
+  kSampleAxesLoss,
 };
 
 #ifdef NDT_FAULTS
@@ -40,8 +52,11 @@ enum class Fault {
 // ConfigError listing the names. Read once.
 Fault injected_fault();
 #define NDT_FAULT(f) (::ndt::injected_fault() == ::ndt::Fault::f)
+// The same for a Fault value held in a variable.
+#define NDT_FAULT_IS(v) (::ndt::injected_fault() == (v))
 #else
 #define NDT_FAULT(f) false
+#define NDT_FAULT_IS(v) ((void)(v), false)
 #endif
 
 }  // namespace ndt

@@ -30,7 +30,7 @@ enum class LarsModeKind { kPaper, kColossal };
 enum class DpMode { kMpi, kThreads };
 enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
 enum class Recompute { kNone, kBlock };
-enum class TpMode { k1d };
+enum class TpMode { k1d, k2d };
 
 // One table per enum: every enumerator with its name, in declaration
 // order. Config parsing and printing, the CLI and domain code all read
@@ -114,7 +114,8 @@ struct EnumNames<Recompute> {
 };
 template <>
 struct EnumNames<TpMode> {
-  static constexpr EnumName<TpMode> kTable[] = {{TpMode::k1d, "1d"}};
+  static constexpr EnumName<TpMode> kTable[] = {
+      {TpMode::k1d, "1d"}, {TpMode::k2d, "2d"}};
 };
 
 template <typename E>
@@ -262,7 +263,8 @@ struct ParallelConfig {
                                            // (activation checkpointing, pp>1)
   // Tensor parallelism (world = dp x pp x tp):
   int tp = 1;  // parallel.tp >= 1: tensor-parallel ranks per layer
-  TpMode tp_mode = TpMode::k1d;  // parallel.tp_mode: 1d (Megatron)
+  TpMode tp_mode = TpMode::k1d;  // parallel.tp_mode: 1d (Megatron) | 2d
+                                 // (SUMMA, q x q grid, tp = q^2)
   bool tp_seq = false;  // parallel.tp_seq: sequence-split LayerNorm/dropout
                         // regions (all-gather / reduce-scatter boundaries)
   std::string order = "dp,pp,tp";  // parallel.order: mesh axes, outermost

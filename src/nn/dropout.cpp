@@ -18,11 +18,16 @@ uint64_t Dropout::offset(const Tensor& x, const RunState& run) const {
          static_cast<uint64_t>(x.numel() / x.dim(0));
 }
 
+int64_t Dropout::mask_row_stride(const Tensor&) const {
+  return 0;
+}
+
 Tensor Dropout::forward(const Tensor& x, Context& ctx) {
   if (p_ == 0.0f || !ctx.run.training)
     return x;
   Tensor y(x.shape(), MemTag::kActs);
-  ops::dropout_forward(y, x, p_, key(ctx.run), offset(x, ctx.run));
+  ops::dropout_forward(
+      y, x, p_, key(ctx.run), offset(x, ctx.run), mask_row_stride(x));
   return y;
 }
 
@@ -30,7 +35,8 @@ Tensor Dropout::backward(const Tensor& dy, Context& ctx) {
   if (p_ == 0.0f || !ctx.run.training)
     return dy;
   Tensor dx(dy.shape(), MemTag::kActs);
-  ops::dropout_backward(dx, dy, p_, key(ctx.run), offset(dy, ctx.run));
+  ops::dropout_backward(
+      dx, dy, p_, key(ctx.run), offset(dy, ctx.run), mask_row_stride(dy));
   return dx;
 }
 

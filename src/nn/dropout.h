@@ -21,6 +21,10 @@ class Dropout : public Module {
   // samples, so sample_offset times the elements per sample. Layouts that
   // hold part of a sample (a token split) override it.
   virtual uint64_t offset(const Tensor& x, const RunState& run) const;
+  // 0: x's elements are consecutive in the mask. s > 0: x is rows of
+  // x.dim(-1) elements whose first elements are s apart in the mask (a
+  // block of the features: a feature split), offset() giving the first.
+  virtual int64_t mask_row_stride(const Tensor& x) const;
 
  private:
   uint64_t key(const RunState& run) const;

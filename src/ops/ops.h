@@ -218,10 +218,23 @@ void mean_tokens_backward(Tensor& dx, const Tensor& dy);
 // y = x * keep / (1 - p), keep_i = uniform(key, offset + i) >= p. y may
 // alias x. `offset` places this block in a larger tensor (e.g. the first
 // sample of a data-parallel slice), so every layout draws the same mask.
+// row_stride > 0: x is a column block of a wider tensor, rows of
+// x.dim(-1) elements whose first elements are row_stride apart in the mask
+// (element c of row r is mask index offset + r * row_stride + c).
 void dropout_forward(
-    Tensor& y, const Tensor& x, float p, uint64_t key, uint64_t offset = 0);
+    Tensor& y,
+    const Tensor& x,
+    float p,
+    uint64_t key,
+    uint64_t offset = 0,
+    int64_t row_stride = 0);
 void dropout_backward(
-    Tensor& dx, const Tensor& dy, float p, uint64_t key, uint64_t offset = 0);
+    Tensor& dx,
+    const Tensor& dy,
+    float p,
+    uint64_t key,
+    uint64_t offset = 0,
+    int64_t row_stride = 0);
 
 // ---- elementwise
 // ----------------------------------------------------------------------

@@ -7,10 +7,13 @@
 // work from the mesh and each parameter's Layout and never name a mode.
 //
 // Modes today: none (parallel.tp = 1: the serial layers, axis "tp" of size
-// 1) and 1d (Megatron column/row split over axis "tp", optionally with
-// sequence-split regions, parallel.tp_seq).
+// 1), 1d (Megatron column/row split over axis "tp", optionally with
+// sequence-split regions, parallel.tp_seq) and 2d (SUMMA on a q x q grid,
+// axes "tp_row" x "tp_col", parallel.tp = q^2: grid row i takes row-block
+// i of every micro-batch's samples, tp2d_builder.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "comm/mesh.h"
 #include "io/config.h"
 #include "nn/builder.h"
+#include "parallel/sample_rows.h"
 #include "tensor/tensor.h"
 
 namespace ndt {
@@ -38,6 +42,14 @@ class TensorParallelMode {
   // This rank's block of an activation between blocks whose global shape
   // (one micro-batch) is `global`: [B, T, C], or [B, C] for the MLP.
   virtual Shape local_activation(const Shape& global) const = 0;
+  // This rank's samples of a batch of n (a micro-batch, or an evaluation
+  // batch): modes that do not split samples take all n. Throws
+  // ConfigError when n does not split as the mode needs.
+  virtual SampleRows sample_rows(const Mesh& mesh, int64_t n) const;
+  // The mode's mesh axes whose ranks hold different samples: loss and
+  // evaluation statistics are summed over them, and over none of the
+  // mode's other axes (whose ranks repeat the same statistics).
+  virtual std::vector<std::string> sample_axes() const;
 };
 
 // The configured mode. Throws ConfigError when the config does not fit it

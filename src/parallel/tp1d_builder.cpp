@@ -4,6 +4,7 @@
 #include "nn/attention_core.h"
 #include "nn/dropout.h"
 #include "nn/layernorm.h"
+#include "parallel/group_grad_sum.h"
 #include "parallel/regions.h"
 #include "parallel/tp1d_embedding.h"
 #include "parallel/tp1d_linear.h"
@@ -108,7 +109,8 @@ std::unique_ptr<Module> Tp1dBuilder::linear(
 std::unique_ptr<Module> Tp1dBuilder::layernorm(const std::string& name, int C) {
   if (!token_split_)
     return serial_.layernorm(name, C);
-  return std::make_unique<TpGradSum>(serial_.layernorm(name, C), tp_);
+  return std::make_unique<GroupGradSum>(
+      serial_.layernorm(name, C), tp_, Fault::kTpSeqNormGrad);
 }
 
 std::unique_ptr<Module> Tp1dBuilder::attention_core(int heads, bool causal) {

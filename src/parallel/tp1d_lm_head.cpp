@@ -1,17 +1,13 @@
 #include "parallel/tp1d_lm_head.h"
 
-#include <cmath>
-#include <vector>
-
 #include "base/check.h"
 #include "ops/ops.h"
+#include "parallel/group_grad_sum.h"
 #include "parallel/tp1d_embedding.h"
-#include "parallel/tp1d_norm.h"
+#include "parallel/vocab_parallel_ce.h"
 
 namespace ndt {
 namespace {
-
-constexpr int64_t kMinParallelWork = 1 << 14;
 
 Parameter vocab_projection(const LmHeadOptions& o, const ProcessGroup& tp) {
   Layout layout = vocab_row_layout(o.vocab, o.dim, tp);
@@ -22,92 +18,6 @@ Parameter vocab_projection(const LmHeadOptions& o, const ProcessGroup& tp) {
       {Init::kNormal, o.init_std});
   p.layout = std::move(layout);
   return p;
-}
-
-// Note [Vocabulary-parallel cross-entropy]
-// logits [N, V/tp] holds columns [v_begin, v_begin + V/tp) of the global
-// [N, V] logits; targets int32 [N] are global ids. With m_n the global row
-// max and z_n = sum over all V of exp(l - m_n) (each rank sums its columns,
-// then all-reduce):
-//   loss_n = log z_n - (l_{n, target} - m_n)    (as ops::cross_entropy)
-//   p_{n, v} = exp(l_{n, v} - m_n) / z_n        (my columns only)
-// Replaces logits by my block of probabilities, returns the summed loss
-// (double, in row order) and adds the argmax == target count to `correct`:
-// the argmax is the lowest index with the largest probability, as in the
-// serial head, found with a max of the values and then of -index.
-double vocab_parallel_cross_entropy(
-    Tensor& logits,
-    const Tensor& targets,
-    int64_t v_begin,
-    ProcessGroup& tp,
-    int64_t& correct) {
-  const int64_t N = logits.dim(0), V_local = logits.dim(1);
-  const int64_t V = V_local * tp.size();
-  ops::cross_entropy_check_targets(targets, V);
-  const int32_t* t = targets.data_i32();
-  float* lp = logits.data();
-  const bool threaded = N * V_local >= kMinParallelWork;
-
-  std::vector<float> m(N);
-#pragma omp parallel for schedule(static) if (threaded)
-  for (int64_t n = 0; n < N; ++n) {
-    const float* row = lp + n * V_local;
-    float best = row[0];
-    for (int64_t v = 1; v < V_local; ++v)
-      best = row[v] > best ? row[v] : best;
-    m[n] = best;
-  }
-  tp.all_reduce(m.data(), N, ReduceOp::kMax);
-
-  // [0, N): sum of exp; [N, 2N): the target's logit (0 off its owner).
-  std::vector<double> zt(2 * N);
-#pragma omp parallel for schedule(static) if (threaded)
-  for (int64_t n = 0; n < N; ++n) {
-    float* row = lp + n * V_local;
-    const int64_t col = t[n] - v_begin;
-    zt[N + n] = col >= 0 && col < V_local ? double(row[col]) : 0.0;
-    double z = 0;
-    for (int64_t v = 0; v < V_local; ++v) {
-      const float e = std::exp(row[v] - m[n]);
-      row[v] = e;
-      z += e;
-    }
-    zt[n] = z;
-  }
-  tp.all_reduce(zt.data(), 2 * N, ReduceOp::kSum);
-
-  std::vector<float> losses(N), best(N);
-  std::vector<int64_t> col_best(N);  // my first column of largest p
-  std::vector<double> arg(N);        // -(its global index), for a max
-#pragma omp parallel for schedule(static) if (threaded)
-  for (int64_t n = 0; n < N; ++n) {
-    float* row = lp + n * V_local;
-    const double z = zt[n];
-    const float inv = static_cast<float>(1.0 / z);
-    int64_t b = 0;
-    for (int64_t v = 0; v < V_local; ++v) {
-      row[v] *= inv;
-      if (row[v] > row[b])
-        b = v;
-    }
-    losses[n] = static_cast<float>(std::log(z) - (zt[N + n] - m[n]));
-    best[n] = row[b];
-    col_best[n] = b;
-    arg[n] = -static_cast<double>(v_begin + b);
-  }
-  tp.all_reduce(best.data(), N, ReduceOp::kMax);
-  for (int64_t n = 0; n < N; ++n) {
-    if (lp[n * V_local + col_best[n]] != best[n])
-      arg[n] = -static_cast<double>(V);  // not the argmax: loses the max
-  }
-  tp.all_reduce(arg.data(), N, ReduceOp::kMax);
-
-  double total = 0;  // in row order: deterministic, as the serial kernel
-  for (int64_t n = 0; n < N; ++n) {
-    total += losses[n];
-    correct += static_cast<int64_t>(-arg[n]) == t[n];
-  }
-  return total;
 }
 
 }  // namespace
@@ -127,7 +37,8 @@ VocabParallelLmHead::VocabParallelLmHead(
       copy_(tp),
       gather_(tp, tokens_per_sample, /*grad_partial=*/true) {
   if (token_split_)
-    ln_ = std::make_unique<TpGradSum>(std::move(ln_), tp);
+    ln_ = std::make_unique<GroupGradSum>(
+        std::move(ln_), tp, Fault::kTpSeqNormGrad);
 }
 
 // x [B, T, C] or [N/tp, C] (token split), targets [B, T]. child(0): the
@@ -147,22 +58,12 @@ void VocabParallelLmHead::forward(
   Tensor hall = token_split_ ? gather_.forward(h, ctx.child(1))
                              : copy_.forward(h, ctx.child(1));
   const int64_t N = hall.numel() / C;
-  NDT_ASSERT(
-      targets.numel() == N,
-      "targets ",
-      shape_str(targets.shape()),
-      " for ",
-      N,
-      " tokens");
   Tensor h2 = hall.view({N, C});
-  Tensor t = targets.view({N});
   Tensor probs({N, V_local_}, MemTag::kActs);  // logits, then probabilities
   Tensor none;
   ops::linear_forward(probs, h2, weight_.value, none);
-  stats.loss_sum +=
-      vocab_parallel_cross_entropy(probs, t, v_begin_, tp_, stats.correct);
-  stats.count += N;
-  ctx.saved = {h2, probs, t};
+  vocab_parallel_cross_entropy(probs, targets, v_begin_, tp_, stats);
+  ctx.saved = {h2, probs, targets.view({N})};
   ctx.ints = x.shape();
 }
 
@@ -170,21 +71,8 @@ Tensor VocabParallelLmHead::backward(Context& ctx, float scale) {
   const Tensor& h2 = ctx.saved.at(0);
   Tensor dlogits = ctx.saved.at(1);  // in place over probs
   const Tensor& t = ctx.saved.at(2);
-  const int64_t N = dlogits.dim(0), V_local = V_local_;
-  // (softmax - onehot) * scale on my columns; onehot only on the owner.
-  const int32_t* tg = t.data_i32();
-  float* dp = dlogits.data();
-#pragma omp parallel for schedule(static) if (N * V_local >= kMinParallelWork)
-  for (int64_t n = 0; n < N; ++n) {
-    float* row = dp + n * V_local;
-    const int64_t col = tg[n] - v_begin_;
-    const bool mine = col >= 0 && col < V_local;
-    const float pt = mine ? row[col] : 0.0f;
-    for (int64_t v = 0; v < V_local; ++v)
-      row[v] *= scale;
-    if (mine)
-      row[col] = (pt - 1.0f) * scale;
-  }
+  const int64_t N = dlogits.dim(0);
+  vocab_parallel_cross_entropy_backward(dlogits, t, v_begin_, scale);
   // dh is this vocabulary shard's part of the input gradient: partial.
   Tensor dh({N, options_.dim}, MemTag::kActs);
   Tensor none;

@@ -66,7 +66,7 @@ class VocabParallelLmHead final : public LossHead {
   bool token_split_;
   int64_t V_local_;
   int64_t v_begin_;  // first vocabulary row held here
-  // LayerNorm; with token split wrapped in TpGradSum (its parameter
+  // LayerNorm; with token split wrapped in GroupGradSum (its parameter
   // gradients from my tokens are partial sums over tp).
   std::unique_ptr<Module> ln_;
   Parameter weight_;

@@ -3,17 +3,17 @@
 // and dropout run on my tokens [N/tp, C] (regions.h, "Token split").
 //
 // Their parameters stay replicated over tp, but each rank's backward sees
-// only its tokens, so the parameter gradients are partial sums: TpGradSum
-// all-reduces exactly what one backward call added. TokenSplitDropout draws
-// the serial Dropout's mask for my tokens. Neither changes activations'
-// layout, and neither communicates in forward.
+// only its tokens, so the parameter gradients are partial sums:
+// GroupGradSum (group_grad_sum.h) over tp all-reduces exactly what one
+// backward call added. TokenSplitDropout draws the serial Dropout's mask
+// for my tokens. Neither changes activations' layout, and neither
+// communicates in forward.
 //
 // Dimensions: N = B*T tokens, T = tokens per sample, C = channels,
 // tp = size of the tensor-parallel group, r = my rank in it.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "comm/process_group.h"
@@ -21,32 +21,6 @@
 #include "nn/module.h"
 
 namespace ndt {
-
-// Wraps a module with tp-replicated parameters whose input is my tokens
-// (e.g. LayerNorm, "<name>.weight" / "<name>.bias" [C], Layout::full).
-//
-//   input x [N/tp, ..] (my tokens)  ->  inner's output (my tokens)
-//   forward: inner, no communication
-//   backward: inner; then one all-reduce over tp of the gradient the call
-//             added to the inner parameters:
-//             grad_after = grad_before + all_reduce(contribution)
-//
-// Parameters, names and layouts are the inner module's.
-class TpGradSum final : public Module {
- public:
-  TpGradSum(std::unique_ptr<Module> inner, ProcessGroup& tp);
-  Tensor forward(const Tensor& x, Context& ctx) override;
-  Tensor backward(const Tensor& dy, Context& ctx) override;
-  void collect_parameters(std::vector<Parameter*>& out) override;
-
-  Module& inner() {
-    return *inner_;
-  }
-
- private:
-  std::unique_ptr<Module> inner_;
-  ProcessGroup& tp_;
-};
 
 // Dropout on my tokens x [N/tp, C] whose mask is the serial Dropout's
 // (nn/dropout.h: key (seed, name, step), element e of the micro-batch at

@@ -1,21 +1,27 @@
 #include "parallel/tp2d_builder.h"
 
 #include "base/check.h"
+#include "parallel/tp2d_dropout.h"
+#include "parallel/tp2d_embedding.h"
 #include "parallel/tp2d_linear.h"
+#include "parallel/tp2d_lm_head.h"
 #include "parallel/tp2d_norm.h"
+#include "parallel/tp2d_replicated_linear.h"
 
 namespace ndt {
-namespace {
 
-[[noreturn]] void not_yet(const std::string& what) {
-  throw ConfigError(
-      "2D tensor parallelism has no " + what +
-      " yet (parallel.tp_mode 2d is not available)");
+Tp2dBuilder::Tp2dBuilder(Mesh& mesh) : mesh_(mesh), q_(mesh.size("tp_col")) {
+  NDT_CHECK(
+      mesh.size("tp_row") == q_,
+      ConfigError,
+      "2D tensor parallelism needs a square grid, got tp_row ",
+      mesh.size("tp_row"),
+      " x tp_col ",
+      q_);
+  // The group of a parameter sharded over both grid axes, in the sorted
+  // order that norms (optim/layer_norms.h) and checkpoints ask for it.
+  mesh.group({"tp_col", "tp_row"});
 }
-
-}  // namespace
-
-Tp2dBuilder::Tp2dBuilder(Mesh& mesh) : mesh_(mesh), q_(mesh.size("tp_col")) {}
 
 std::unique_ptr<Module> Tp2dBuilder::linear(
     const std::string& name,
@@ -34,9 +40,11 @@ std::unique_ptr<Module> Tp2dBuilder::linear(
       return std::make_unique<Linear2d>(
           name, in_features, out_features, bias, act, init_std, mesh_, 3);
     case LinearRole::kReplicated:
-      break;
+      return std::make_unique<ReplicatedLinear2d>(
+          name, in_features, out_features, bias, act, init_std, mesh_);
   }
-  not_yet("replicated linear layer (" + name + ")");
+  NDT_ASSERT(false, "invalid LinearRole ", static_cast<int>(role));
+  return nullptr;
 }
 
 std::unique_ptr<Module> Tp2dBuilder::layernorm(const std::string& name, int C) {
@@ -55,28 +63,26 @@ std::unique_ptr<Module> Tp2dBuilder::attention_core(int heads, bool causal) {
 }
 
 std::unique_ptr<Module> Tp2dBuilder::dropout(const std::string& name, float p) {
-  if (p > 0)
-    not_yet("dropout (" + name + ")");
-  return serial_.dropout(name, p);
+  return std::make_unique<Dropout2d>(name, p, mesh_);
 }
 
 std::unique_ptr<LossHead> Tp2dBuilder::classifier_head(
-    const ClassifierHeadOptions&) {
-  not_yet("classifier head");
+    const ClassifierHeadOptions& options) {
+  return std::make_unique<ClassifierHead>(options, *this);
 }
 
-std::unique_ptr<LossHead> Tp2dBuilder::lm_head(const LmHeadOptions&) {
-  not_yet("LM head");
+std::unique_ptr<LossHead> Tp2dBuilder::lm_head(const LmHeadOptions& options) {
+  return std::make_unique<LmHead2d>(options, mesh_);
 }
 
 std::unique_ptr<Module> Tp2dBuilder::token_embedding(
-    const std::string& name, int, int, int, float) {
-  not_yet("token embedding (" + name + ")");
+    const std::string& name, int vocab, int seq_len, int C, float init_std) {
+  return token_embedding_2d(name, vocab, seq_len, C, init_std, mesh_);
 }
 
 std::unique_ptr<Module> Tp2dBuilder::patch_embedding(
-    const PatchEmbeddingOptions&) {
-  not_yet("patch embedding");
+    const PatchEmbeddingOptions& options) {
+  return patch_embedding_2d(options, mesh_);
 }
 
 }  // namespace ndt

@@ -9,6 +9,10 @@
 //   vector [features]: out-block j as above, then piece i of it:
 //                     global element j*(features/q) + i*(features/q^2) + k
 //                     (blocks = 1)
+//   feature-sharded:  block j of dimension `dim` (the features), whole on
+//                     every other dimension and replicated over my column
+//                     (embedding tables: my column's ranks hold other
+//                     samples, so their gradients are summed over it)
 #pragma once
 
 #include "comm/process_group.h"
@@ -27,6 +31,8 @@ Layout grid_vector_layout(
     const ProcessGroup& row,
     const ProcessGroup& col,
     int blocks = 1);
+
+Layout grid_feature_layout(Shape global, int dim, const ProcessGroup& row);
 
 // My column's slice [features/q] of a vector from my piece [features/q^2]
 // (all-gather along my column).

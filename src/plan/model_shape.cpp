@@ -160,6 +160,15 @@ ModelShape gpt_shape(const GptOptions& o, int tp) {
   return s;
 }
 
+void check_planned_tp_mode(const ParallelConfig& p) {
+  NDT_CHECK(
+      p.tp == 1 || p.tp_mode == TpMode::k1d,
+      ConfigError,
+      "the plan's step and memory models know parallel.tp_mode=1d only, got "
+      "parallel.tp_mode=",
+      to_string(p.tp_mode));
+}
+
 ModelShape model_shape(const ModelConfig& c, int tp) {
   switch (c.kind) {
     case ModelKind::kMlp: {

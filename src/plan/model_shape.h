@@ -68,6 +68,10 @@ ModelShape vit_shape(const VitOptions& options, int tp);
 ModelShape gpt_shape(const GptOptions& options, int tp);
 // The model of `config` (converted as the trainer does), under tp.
 ModelShape model_shape(const ModelConfig& config, int tp);
+// The plan's step and memory models know 1D tensor parallelism only
+// (plan/tp2d_comm.h has the 2D layers, not yet a step): ConfigError naming
+// parallel.tp_mode for another mode with parallel.tp > 1.
+void check_planned_tp_mode(const ParallelConfig& parallel);
 
 // Sum of numel_local over module m's parameters.
 int64_t module_numel(const ModelShape& shape, int m);

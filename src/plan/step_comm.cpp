@@ -32,6 +32,7 @@ StepComm step_comm(const Config& config, int pp_rank) {
   const ParallelConfig& p = config.parallel;
   const bool threads = p.dp_mode == DpMode::kThreads && p.dp > 1;
   const int dp = threads ? 1 : p.dp;
+  check_planned_tp_mode(p);
   const ModelShape shape = model_shape(config.model, p.tp);
   const Tp1dLayout tp{p.tp, p.tp_seq};
   const int64_t local =

@@ -15,7 +15,8 @@
 //   threads_dp  (dp_mode threads) the per-replica broadcasts and reduces
 //       on the group Engine::step creates for the step
 //
-// Not here: evaluation, checkpoints, start-up checks (ddp_startup_comm).
+// Not here: evaluation, checkpoints, start-up checks (ddp_startup_comm),
+// and parallel.tp_mode=2d (ConfigError; tp2d_comm.h has its layers).
 #pragma once
 
 #include "io/config.h"

@@ -41,7 +41,7 @@ PassVolume row_linear_comm(
     const Tp1dLayout& l, int64_t N, int64_t C, bool bias);
 
 // LayerNorm over C (replicated). Split: bwd all-reduce [2C] of its
-// parameter gradients (TpGradSum); no split: nothing.
+// parameter gradients (GroupGradSum); no split: nothing.
 PassVolume layernorm_comm(const Tp1dLayout& l, int64_t C);
 
 // Attention half of a block: qkv (column, by heads) -> attention core on

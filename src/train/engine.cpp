@@ -101,6 +101,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   // made per step on its thread, and the engine steps the optimizer after
   // all replicas are done.
   const TensorParallelMode& mode = *mode_;
+  Mesh* mesh_ptr = &mesh;
   for (int r = 0; r < n_replicas; ++r) {
     std::function<void()> opt_step = [this] { optimizer_step(); };
     if (threads_)
@@ -111,6 +112,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         chunks_,
         p.pp * static_cast<int>(chunks_.size()),
         [&mode](const Shape& s) { return mode.local_activation(s); },
+        [&mode, mesh_ptr](int64_t n) { return mode.sample_rows(*mesh_ptr, n); },
         ddp_.get(),
         p.recompute == Recompute::kBlock,
         r == 0 ? tracer_ : untraced_,
@@ -119,6 +121,31 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   const int64_t local = config.train.batch_size / (threads_ ? 1 : dp_);
   input_ = data.make_input(local);
   targets_ = data.make_targets(local);
+  // The evaluation batches must split as the mode splits samples: fail now
+  // rather than at the first evaluation.
+  const auto [first, end] = eval_range();
+  const int64_t B = config.train.batch_size;
+  try {
+    if (end - first >= B)
+      mode_->sample_rows(mesh_, B);
+    if ((end - first) % B != 0)
+      mode_->sample_rows(mesh_, (end - first) % B);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        "the evaluation set (" + std::to_string(end - first) +
+        " samples on this data-parallel rank, in batches of train.batch_size " +
+        std::to_string(B) + "; see train.eval_samples): " + e.what());
+  }
+}
+
+// This rank's share [first, end) of the evaluation set: data-parallel
+// ranks a contiguous share each.
+std::pair<int64_t, int64_t> Engine::eval_range() const {
+  int64_t total = data_.eval_size();
+  if (config_.train.eval_samples > 0)
+    total = std::min(total, config_.train.eval_samples);
+  const int parts = threads_ ? 1 : dp_;
+  return {total * rank_ / parts, total * (rank_ + 1) / parts};
 }
 
 // Cuts the model into P x V virtual stages (one stage without a
@@ -262,11 +289,11 @@ StepResult Engine::step(int64_t step) {
     }
     optimizer_step();
   }
-  // The loss lives on the last stage of each pipeline, per replica.
+  // The loss lives on the last stage of each pipeline, per replica, and
+  // per block of samples of the tensor-parallel mode.
   double v[2] = {stats.loss_sum, double(stats.count)};
   try {
-    mesh_.group("pp").all_reduce(v, 2);
-    mesh_.group("dp").all_reduce(v, 2);
+    sum_loss_stats(v, 2);
   } catch (const CommError& e) {
     throw CommError(
         "step " + std::to_string(step) +
@@ -276,14 +303,22 @@ StepResult Engine::step(int64_t step) {
   return result_;
 }
 
+void Engine::sum_loss_stats(double* v, int64_t n) {
+  mesh_.group("pp").all_reduce(v, n);
+  mesh_.group("dp").all_reduce(v, n);
+  for (const std::string& axis : mode_->sample_axes()) {
+    if (!NDT_FAULT(kSampleAxesLoss))
+      mesh_.group(axis).all_reduce(v, n);
+  }
+}
+
 EvalResult Engine::evaluate(int64_t step) {
   int64_t total = data_.eval_size();
   if (config_.train.eval_samples > 0) {
     total = std::min(total, config_.train.eval_samples);
   }
   // Data parallel over ranks: each rank a contiguous share, stats reduced.
-  const int64_t first = total * rank_ / (threads_ ? 1 : dp_);
-  const int64_t end = total * (rank_ + 1) / (threads_ ? 1 : dp_);
+  const auto [first, end] = eval_range();
   const int64_t B = config_.train.batch_size;
   LossStats stats;
   for (int64_t i = first; i < end; i += B) {
@@ -296,8 +331,7 @@ EvalResult Engine::evaluate(int64_t step) {
   }
   // The loss lives on the last stage of each pipeline.
   double v[3] = {stats.loss_sum, double(stats.count), double(stats.correct)};
-  mesh_.group("pp").all_reduce(v, 3);
-  mesh_.group("dp").all_reduce(v, 3);
+  sum_loss_stats(v, 3);
   stats.loss_sum = v[0];
   stats.count = static_cast<int64_t>(v[1]);
   stats.correct = static_cast<int64_t>(v[2]);

@@ -20,12 +20,16 @@
 // (parallel.dp_mode=threads: parallel.dp replicas, one executor each,
 // replica 0 steps the optimizer and its parameters are broadcast to the
 // others before the next step). Step s always consumes global samples
-// [s*B, (s+1)*B).
+// [s*B, (s+1)*B). A tensor-parallel mode that splits samples (2d: the grid
+// rows) gives each rank its rows of every micro-batch and evaluation batch
+// (TensorParallelMode::sample_rows, applied by the executor); the loss and
+// evaluation statistics are then summed over the mode's sample axes too.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/mesh.h"
@@ -123,6 +127,13 @@ class Engine {
  private:
   void partition_pipeline();
   void optimizer_step();
+  // This rank's share [first, end) of the evaluation set.
+  std::pair<int64_t, int64_t> eval_range() const;
+  // Sums loss statistics (loss, count, ...) in place over the ranks that
+  // hold other parts of the step: pipeline stages (only the last has the
+  // loss), data-parallel replicas, and the tensor-parallel mode's sample
+  // axes.
+  void sum_loss_stats(double* v, int64_t n);
   // Sums over the mesh axes that shard a parameter.
   void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
 

@@ -27,12 +27,13 @@ std::string layout_name(const Config& c) {
     std::snprintf(
         buf,
         sizeof buf,
-        "dp=%d pp=%d tp=%d%s schedule=%s microbatches=%d chunks=%d "
+        "dp=%d pp=%d tp=%d (%s%s) schedule=%s microbatches=%d chunks=%d "
         "recompute=%s",
         p.dp,
         p.pp,
         p.tp,
-        p.tp_seq ? " (sequence-split regions)" : "",
+        p.tp > 1 ? to_string(p.tp_mode) : "none",
+        p.tp_seq ? ", sequence-split regions" : "",
         to_string(p.schedule),
         p.microbatches,
         p.pp_chunks,

@@ -282,6 +282,21 @@ ck=$(copy_ck nan_tensor)
 py header "$ck" 'pass' nan
 expect checkpoint_nan_tensor "a checkpoint must hold finite values" resume "$ck"
 
+# --- 2D tensor parallelism: splits checked before training ------------
+gpt=(-c "$src/configs/verify/gpt.yaml" train.steps=3 train.threads=1
+  run.dir="$work/r_2d")
+expect tp2d_not_square "parallel.tp must be a perfect square" \
+  nd train "${gpt[@]}" parallel.tp=2 parallel.tp_mode=2d
+expect tp2d_heads "model.heads (3)" \
+  nd train "${gpt[@]}" parallel.tp=4 parallel.tp_mode=2d model.heads=3 \
+  model.dim=48 model.mlp_dim=96
+# 63 evaluation samples end in a batch of 15, which 2 grid rows cannot
+# split: refused when the layout is built, before the first step.
+expect tp2d_eval_split "the evaluation set (63 samples" \
+  timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$bin" train \
+  "${gpt[@]}" parallel.tp=4 parallel.tp_mode=2d train.eval_samples=63
+check tp2d_eval_split_before_training test ! -e "$work/r_2d/metrics.jsonl"
+
 # --- already handled before, kept working ------------------------------
 expect unknown_key "did you mean 'optim.lr'" train optim.lrr=1
 printf 'a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n' \

@@ -5,7 +5,8 @@
 # verify tolerance (relative 1e-5; layouts differ only in fp32 summation
 # order), and the resumed run must log no step before 4 (a run that ignored
 # train.resume would start at step 1 and reproduce the same losses). Pairs: pipeline (pp=2, 1F1B) -> serial, serial -> dp=2 x pp=2,
-# and dp=2 x pp=2 x tp=2 (sequence-split regions) -> tp=4 and -> serial.
+# dp=2 x pp=2 x tp=2 (sequence-split regions) -> tp=4 and -> serial, and
+# pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -72,4 +73,12 @@ run 4 "$work/hybrid_to_tp4" parallel.tp=4 \
 compare "dp=2 x pp=2 x tp=2 -> tp=4" "$work/hybrid" "$work/hybrid_to_tp4" || exit 1
 run 1 "$work/hybrid_to_serial" train.resume="$work/hybrid/checkpoints/step-3"
 compare "dp=2 x pp=2 x tp=2 -> serial" "$work/hybrid" "$work/hybrid_to_serial" || exit 1
+
+run 8 "$work/tp2d" parallel.pp=2 parallel.tp=4 parallel.tp_mode=2d \
+  parallel.microbatches=2
+run 1 "$work/tp2d_to_serial" train.resume="$work/tp2d/checkpoints/step-3"
+compare "pp=2 x 2d tp=4 -> serial" "$work/tp2d" "$work/tp2d_to_serial" || exit 1
+run 4 "$work/serial_to_tp2d" parallel.tp=4 parallel.tp_mode=2d \
+  train.resume="$work/serial/checkpoints/step-3"
+compare "serial -> 2d tp=4" "$work/serial" "$work/serial_to_tp2d" || exit 1
 echo PASS

@@ -1,5 +1,7 @@
 // Dropout: the mask equals rng_uniform(key, i) >= p element for element,
-// the keep rate is 1 - p, backward reuses the same mask, y may alias x.
+// the keep rate is 1 - p, backward reuses the same mask, y may alias x; a
+// column block with a row stride draws the whole tensor's mask on its
+// elements (bitwise).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,6 +76,36 @@ TEST(Dropout, InPlaceAndZeroProbability) {
   EXPECT_EQ(test::max_abs_diff(z, y), 0.0);
   ops::dropout_forward(y, x, 0.0f, key);
   EXPECT_EQ(test::max_abs_diff(y, x), 0.0);  // p = 0 keeps everything
+}
+
+// Column block [R, W] at column c0 of a [R, S] tensor whose mask starts
+// at `first`: element (r, c) keeps iff rng_uniform(key, first + r S + c0 +
+// c) >= p, also where the indices cross a 2^32 boundary.
+TEST(Dropout, ColumnBlockWithRowStrideDrawsTheWholeTensorsMask) {
+  const float p = 0.2f;
+  const float scale = 1.0f / (1.0f - p);
+  const uint64_t key = rng_key(5, "drop");
+  const int64_t R = 37, S = 45, W = 13;
+  for (uint64_t first :
+       {uint64_t(0), uint64_t(77), (uint64_t(1) << 32) - 700}) {
+    for (int64_t c0 : {0, 5, 32}) {
+      Tensor x = test::randn({R, W}, 6, "x");
+      Tensor y({R, W}), dx({R, W});
+      ops::dropout_forward(y, x, p, key, first + c0, S);
+      ops::dropout_backward(dx, x, p, key, first + c0, S);
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t c = 0; c < W; ++c) {
+          const uint64_t g = first + static_cast<uint64_t>(r * S + c0 + c);
+          const float xv = x.data()[r * W + c];
+          const float want = rng_uniform(key, g) >= p ? xv * scale : 0.0f;
+          ASSERT_EQ(y.data()[r * W + c], want)
+              << "first " << first << " column " << c0 << " (" << r << ", " << c
+              << ")";
+          ASSERT_EQ(dx.data()[r * W + c], want);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ TEST(Buckets, PacksInOrderAndClosesAtLimit) {
 
 TEST(Buckets, EveryParameterExactlyOnce) {
   std::vector<int64_t> sizes;
-  for (int i = 0; i < 57; ++i) sizes.push_back(1 + (i * 37) % 101);
+  for (int i = 0; i < 57; ++i)
+    sizes.push_back(1 + (i * 37) % 101);
   for (int64_t limit : {4, 64, 1000, 1 << 20}) {
     auto b = assign_buckets(sizes, limit);
     int next = 0;

@@ -247,6 +247,7 @@ std::vector<RankResult> pipeline_step(
         stages,
         nullptr,
         nullptr,
+        nullptr,
         recompute,
         tracer,
         [&res] { ++res.optimizer_calls; });
@@ -365,9 +366,16 @@ TEST(PipelineExecutor, ConsecutiveStepsReuseNoState) {
     Tracer tracer(0, 0);
     int calls = 0;
     PipelineExecutor executor(
-        *model, pg, chunks, P * V, nullptr, nullptr, false, tracer, [&calls] {
-          ++calls;
-        });
+        *model,
+        pg,
+        chunks,
+        P * V,
+        nullptr,
+        nullptr,
+        nullptr,
+        false,
+        tracer,
+        [&calls] { ++calls; });
     for (int s = 0; s < 2; ++s) {
       RankResult& res = results[s][rank];
       model->zero_grad();
@@ -426,7 +434,16 @@ TEST(PipelineExecutor, ForwardEvalMatchesSerial) {
       model->keep_modules(keep);
       Tracer tracer(0, 0);
       PipelineExecutor executor(
-          *model, pg, chunks, P * V, nullptr, nullptr, false, tracer, [] {});
+          *model,
+          pg,
+          chunks,
+          P * V,
+          nullptr,
+          nullptr,
+          nullptr,
+          false,
+          tracer,
+          [] {});
       executor.forward_eval(
           work.input, work.targets, kSeed, kStep, stats[pg.rank()]);
     });

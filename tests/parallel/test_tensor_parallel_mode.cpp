@@ -1,13 +1,15 @@
 // The tensor-parallel modes as units: the mesh axes each mode asks for,
-// the activation shapes it sends between stages, and the 1d mode's config
-// rules (every split its layers make must be exact), each failing with a
-// ConfigError naming the keys and values at fault.
+// the activation shapes it sends between stages, the samples each rank
+// takes, and the 1d and 2d modes' config rules (every split their layers
+// make must be exact), each failing with a ConfigError naming the keys and
+// values at fault.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "comm/local_process_group.h"
 #include "parallel/tensor_parallel_mode.h"
 
 namespace ndt {
@@ -101,6 +103,97 @@ TEST(TensorParallelMode, Tp1dSplitsMustBeExact) {
       mode_error(load_config(
           "", {"model.kind=mlp", "data.name=synthetic", "parallel.tp=2"})),
       {"parallel.tp=2", "model.kind mlp"});
+}
+
+TEST(TensorParallelMode, Tp2dGridAxesBlocksAndSampleRows) {
+  const Config c =
+      gpt({"parallel.dp=2", "parallel.tp=4", "parallel.tp_mode=2d"});
+  const std::vector<MeshAxis> axes = mesh_axes(c);
+  ASSERT_EQ(axes.size(), 4u);
+  const char* names[] = {"dp", "pp", "tp_row", "tp_col"};
+  const int sizes[] = {2, 1, 2, 2};
+  for (size_t k = 0; k < axes.size(); ++k) {
+    EXPECT_EQ(axes[k].name, names[k]);
+    EXPECT_EQ(axes[k].size, sizes[k]) << axes[k].name;
+  }
+  const auto mode = make_tensor_parallel_mode(c);
+  // [B/q, T, C/q]: my samples' block of my features.
+  EXPECT_EQ(mode->local_activation({4, 16, 32}), (Shape{2, 16, 16}));
+  EXPECT_EQ(mode->sample_axes(), std::vector<std::string>{"tp_row"});
+  // Modes that do not split samples take them all and sum over no axis.
+  const auto tp1d = make_tensor_parallel_mode(gpt({"parallel.tp=4"}));
+  EXPECT_TRUE(tp1d->sample_axes().empty());
+  std::vector<SampleRows> rows(4), all(4);
+  std::vector<std::string> error(4);
+  run_local(4, [&](ProcessGroup& pg) {
+    Mesh mesh(pg, {2, 2}, {"tp_row", "tp_col"});
+    rows[pg.rank()] = mode->sample_rows(mesh, 6);
+    all[pg.rank()] = tp1d->sample_rows(mesh, 5);
+    try {
+      mode->sample_rows(mesh, 5);
+    } catch (const ConfigError& e) {
+      error[pg.rank()] = e.what();
+    }
+  });
+  for (int r = 0; r < 4; ++r) {
+    const int i = r / 2;  // tp_row is the outer axis
+    EXPECT_EQ(rows[r].first, 3 * i) << "rank " << r;
+    EXPECT_EQ(rows[r].count, 3) << "rank " << r;
+    EXPECT_EQ(all[r].first, 0);
+    EXPECT_EQ(all[r].count, 5);
+    expect_has(error[r], {"parallel.tp_mode=2d", "5 samples", "2 grid rows"});
+  }
+}
+
+TEST(TensorParallelMode, Tp2dSplitsMustBeExact) {
+  const std::string mode = "parallel.tp_mode=2d";
+  expect_has(
+      mode_error(gpt({"parallel.tp=2", mode})),
+      {"parallel.tp=2", "perfect square"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=8", mode})),
+      {"parallel.tp=8", "perfect square"});
+  expect_has(
+      mode_error(load_config(
+          "",
+          {"model.kind=mlp", "data.name=synthetic", "parallel.tp=4", mode})),
+      {"parallel.tp_mode=2d", "model.kind mlp"});
+  expect_has(
+      mode_error(gpt(
+          {"parallel.tp=4",
+           mode,
+           "parallel.dp=2",
+           "parallel.dp_mode=threads"})),
+      {"parallel.tp_mode=2d", "parallel.dp_mode=mpi"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=4", mode, "parallel.tp_seq=true"})),
+      {"parallel.tp_seq", "1d"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=4", mode, "model.heads=1"})),
+      {"model.heads (1)", "q = 2"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=4", mode, "model.dim=34", "model.heads=2"})),
+      {"model.dim (34)", "parallel.tp (4"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=4", mode, "model.mlp_dim=66"})),
+      {"model.mlp_dim (66)", "parallel.tp (4"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=4", mode, "model.vocab=255"})),
+      {"model.vocab (255)", "q = 2"});
+  // 8 samples / 2 replicas / 4 micro-batches = 1 sample per micro-batch.
+  expect_has(
+      mode_error(gpt(
+          {"parallel.tp=4", mode, "parallel.dp=2", "parallel.microbatches=4"})),
+      {"train.batch_size (8)", "parallel.microbatches (4)", "= 1 samples"});
+  // A valid 3 x 3 grid.
+  EXPECT_NO_THROW(make_tensor_parallel_mode(gpt(
+      {"parallel.tp=9",
+       mode,
+       "model.dim=36",
+       "model.heads=3",
+       "model.mlp_dim=72",
+       "model.vocab=255",
+       "train.batch_size=9"})));
 }
 
 }  // namespace

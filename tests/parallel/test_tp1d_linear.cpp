@@ -36,6 +36,7 @@
 #include "nn/layernorm.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
+#include "parallel/group_grad_sum.h"
 #include "parallel/regions.h"
 #include "parallel/tp1d_linear.h"
 #include "parallel/tp1d_norm.h"
@@ -384,7 +385,7 @@ TEST(Tp1dNorm, LayerNormGradSumUnderTokenSplit) {
     run_local(tp, [&](ProcessGroup& pg) {
       const int r = pg.rank();
       LayerNorm ser("ln", kC);
-      TpGradSum par(std::make_unique<LayerNorm>("ln", kC), pg);
+      GroupGradSum par(std::make_unique<LayerNorm>("ln", kC), pg, Fault::kNone);
       init_module(ser);
       init_module(par);
       check_params(checks, r, par, ser, false, 0);

@@ -31,18 +31,6 @@ using test::rel_diff;
 constexpr double kTol = 1e-5;
 constexpr uint64_t kSeed = 9;
 
-// Samples block i and feature block j of [B, T, C].
-Tensor block(const Tensor& t, int q, int i, int j) {
-  const int64_t B = t.dim(0) / q, T = t.dim(1), C = t.dim(2) / q;
-  Tensor out({B, T, C}, MemTag::kOther);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < T; ++s)
-      for (int64_t c = 0; c < C; ++c)
-        out.data()[(b * T + s) * C + c] =
-            t.data()[((i * B + b) * T + s) * t.dim(2) + j * C + c];
-  return out;
-}
-
 struct Case {
   int q, B, T, C, heads, F;
   bool causal;
@@ -87,11 +75,11 @@ void check(const Case& k) {
     const Tensor dy = test::randn({k.B, k.T, k.C}, kSeed, "dy");
     Context cs, cp;
     Tensor ys = serial.forward(x, cs);
-    Tensor yp = par.forward(block(x, k.q, i, j), cp);
-    res.push_back({"y", rel_diff(yp, block(ys, k.q, i, j))});
+    Tensor yp = par.forward(test::grid_block(x, k.q, i, j), cp);
+    res.push_back({"y", rel_diff(yp, test::grid_block(ys, k.q, i, j))});
     Tensor dxs = serial.backward(dy, cs);
-    Tensor dxp = par.backward(block(dy, k.q, i, j), cp);
-    res.push_back({"dx", rel_diff(dxp, block(dxs, k.q, i, j))});
+    Tensor dxp = par.backward(test::grid_block(dy, k.q, i, j), cp);
+    res.push_back({"dx", rel_diff(dxp, test::grid_block(dxs, k.q, i, j))});
     for (size_t n = 0; n < ps.size(); ++n) {
       res.push_back(
           {pp[n]->name + " grad",

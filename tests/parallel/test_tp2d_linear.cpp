@@ -42,17 +42,6 @@ constexpr double kSumTol = 1e-5;
 constexpr uint64_t kSeed = 5;
 constexpr int kN = 12, kIn = 12, kOut = 36;
 
-// Block (bi, bj) of a [R, C] tensor cut into q x q blocks.
-Tensor block(const Tensor& t, int q, int bi, int bj) {
-  const int64_t R = t.dim(0) / q, C = t.dim(1) / q;
-  Tensor out({R, C}, MemTag::kOther);
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t c = 0; c < C; ++c)
-      out.data()[r * C + c] = t.data()[(bi * R + r) * t.dim(1) + bj * C + c];
-  }
-  return out;
-}
-
 struct Result {
   std::vector<std::string> what;
   std::vector<double> diff;
@@ -94,11 +83,11 @@ void check_layer(
     const Tensor dy = randn({kN, out}, kSeed, "dy");
     Context cs, cp;
     Tensor ys = serial.forward(x, cs);
-    Tensor yp = par.forward(block(x, q, i, j), cp);
-    res.add("y", rel_diff(yp, block(ys, q, i, j)));
+    Tensor yp = par.forward(test::grid_block(x, q, i, j), cp);
+    res.add("y", rel_diff(yp, test::grid_block(ys, q, i, j)));
     Tensor dxs = serial.backward(dy, cs);
-    Tensor dxp = par.backward(block(dy, q, i, j), cp);
-    res.add("dx", rel_diff(dxp, block(dxs, q, i, j)));
+    Tensor dxp = par.backward(test::grid_block(dy, q, i, j), cp);
+    res.add("dx", rel_diff(dxp, test::grid_block(dxs, q, i, j)));
     for (size_t k = 0; k < ps.size(); ++k) {
       res.add(
           pp[k]->name + " grad",

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "comm/local_process_group.h"
 #include "comm/mesh.h"
 #include "plan/ddp_comm.h"
@@ -165,6 +166,24 @@ class StepCommTest : public ::testing::TestWithParam<Case> {};
 TEST_P(StepCommTest, LedgerEqualsPlan) {
   const Case& c = GetParam();
   check_layout(make_config(*c.model, c.layout));
+}
+
+// The 2D mode has no step or memory model yet: said, not a 1D answer.
+TEST(StepComm, RefusesTheModesItDoesNotModel) {
+  const Config c = make_config(kGpt, {"parallel.tp=4", "parallel.tp_mode=2d"});
+  for (int which = 0; which < 2; ++which) {
+    try {
+      if (which == 0)
+        step_comm(c);
+      else
+        rank_memory(c, 0);
+      ADD_FAILURE() << "expected a ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("parallel.tp_mode=2d"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 std::vector<Case> cases() {

@@ -1,8 +1,10 @@
 // Dropout with a mask recomputed from the counter RNG instead of stored.
 //
 //   x, y, dy, dx  any shape, same numel; y may alias x, dx may alias dy.
-// keep_i = rng_uniform(key, offset + i) >= p; y_i = keep_i ? x_i * (1 / (1 - p)) : 0.
-// The backward regenerates the same mask from (key, i), so nothing is saved.
+// keep_i = rng_uniform(key, offset + i) >= p; y_i = keep_i ? x_i * (1 / (1 -
+// p)) : 0. With a row stride, x is a column block [rows, cols] of a wider
+// tensor and element (r, c) takes mask index offset + r * stride + c. The
+// backward regenerates the same mask from (key, i), so nothing is saved.
 //
 // rng_uniform is a scalar call per element (~10 Philox rounds); here the
 // same Philox4x32-10 is evaluated for 32 indices at once in plain loops
@@ -95,6 +97,58 @@ void apply_mask(
   }
 }
 
+// The same for rows of `cols` elements whose mask indices start `stride`
+// apart. Each row is drawn in kGroup-aligned groups of mask indices (the
+// low counter word never carries inside a group), using the part of each
+// group that falls in the row.
+void apply_mask_rows(
+    float* out,
+    const float* in,
+    int64_t n,
+    int64_t cols,
+    int64_t stride,
+    float p,
+    uint64_t key,
+    uint64_t offset) {
+  NDT_ASSERT(p >= 0.0f && p < 1.0f, "dropout p ", p, " outside [0, 1)");
+  NDT_ASSERT(cols > 0 && n % cols == 0 && stride >= cols);
+  const float scale = 1.0f / (1.0f - p);
+  const int64_t rows = n / cols;
+  const bool threaded = n >= detail::kMinParallelWork;
+#pragma omp parallel for schedule(static) if (threaded)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t first = offset + static_cast<uint64_t>(r * stride);
+    const uint64_t end = first + static_cast<uint64_t>(cols);
+    const float* src = in + r * cols;
+    float* dst = out + r * cols;
+    float u[kGroup];
+    for (uint64_t base = first - first % kGroup; base < end; base += kGroup) {
+      uniform_group(key, base, u);
+      const uint64_t lo = base > first ? base : first;
+      const uint64_t hi = base + kGroup < end ? base + kGroup : end;
+      for (uint64_t g = lo; g < hi; ++g) {
+        const int64_t i = static_cast<int64_t>(g - first);
+        dst[i] = u[g - base] >= p ? src[i] * scale : 0.0f;
+      }
+    }
+  }
+}
+
+void mask(
+    float* out,
+    const float* in,
+    int64_t n,
+    int64_t cols,
+    int64_t row_stride,
+    float p,
+    uint64_t key,
+    uint64_t offset) {
+  if (row_stride > 0)
+    apply_mask_rows(out, in, n, cols, row_stride, p, key, offset);
+  else
+    apply_mask(out, in, n, p, key, offset);
+}
+
 }  // namespace
 
 void dropout_forward(
@@ -102,14 +156,15 @@ void dropout_forward(
     const Tensor& x,
     float p,
     uint64_t key,
-    uint64_t offset) {
+    uint64_t offset,
+    int64_t row_stride) {
   NDT_ASSERT(
       y.numel() == x.numel(),
       "dropout y ",
       shape_str(y.shape()),
       " x ",
       shape_str(x.shape()));
-  apply_mask(y.data(), x.data(), x.numel(), p, key, offset);
+  mask(y.data(), x.data(), x.numel(), x.dim(-1), row_stride, p, key, offset);
 }
 
 void dropout_backward(
@@ -117,14 +172,16 @@ void dropout_backward(
     const Tensor& dy,
     float p,
     uint64_t key,
-    uint64_t offset) {
+    uint64_t offset,
+    int64_t row_stride) {
   NDT_ASSERT(
       dx.numel() == dy.numel(),
       "dropout dx ",
       shape_str(dx.shape()),
       " dy ",
       shape_str(dy.shape()));
-  apply_mask(dx.data(), dy.data(), dy.numel(), p, key, offset);
+  mask(
+      dx.data(), dy.data(), dy.numel(), dy.dim(-1), row_stride, p, key, offset);
 }
 
 }  // namespace ndt::ops

@@ -27,6 +27,7 @@ PipelineExecutor::PipelineExecutor(
     std::vector<ModuleRange> chunks,
     int virtual_stages,
     std::function<Shape(const Shape&)> local_activation,
+    std::function<SampleRows(int64_t)> sample_rows,
     GradSync* grad_sync,
     bool recompute,
     Tracer& tracer,
@@ -36,6 +37,7 @@ PipelineExecutor::PipelineExecutor(
       chunks_(std::move(chunks)),
       virtual_stages_(virtual_stages),
       local_activation_(std::move(local_activation)),
+      sample_rows_(std::move(sample_rows)),
       grad_sync_(grad_sync),
       recompute_(recompute),
       tracer_(tracer),
@@ -147,6 +149,7 @@ void PipelineExecutor::run(
   batch_ = &batch;
   stats_ = &stats;
   mbs_ = batch.input.dim(0) / microbatches;
+  mine_ = sample_rows_ ? sample_rows_(mbs_) : SampleRows{0, mbs_};
   const int V = static_cast<int>(chunks_.size());
   slots_.resize(microbatches);
   for (auto& row : slots_)
@@ -186,8 +189,9 @@ void PipelineExecutor::execute(const Instr& in, int index) {
   const PipelineBatch& b = *batch_;
   switch (in.op) {
     case Op::kLoadMicroBatch: {
-      mb_input_.at(in.mb) = b.input.rows(in.mb * mbs_, mbs_);
-      mb_targets_.at(in.mb) = b.targets.rows(in.mb * mbs_, mbs_);
+      const int64_t first = in.mb * mbs_ + mine_.first;
+      mb_input_.at(in.mb) = b.input.rows(first, mine_.count);
+      mb_targets_.at(in.mb) = b.targets.rows(first, mine_.count);
       return;
     }
     case Op::kForward: {
@@ -198,7 +202,7 @@ void PipelineExecutor::execute(const Instr& in, int index) {
       s.ctx.run.training = true;
       s.ctx.run.seed = b.seed;
       s.ctx.run.step = b.step;
-      s.ctx.run.sample_offset = b.sample_offset + in.mb * mbs_;
+      s.ctx.run.sample_offset = b.sample_offset + in.mb * mbs_ + mine_.first;
       const ModuleRange& r = chunks_[in.chunk];
       s.act_out = model_.forward_range(
           r.first,
@@ -280,12 +284,16 @@ void PipelineExecutor::forward_eval(
     int64_t step,
     LossStats& stats) {
   mbs_ = input.dim(0);
+  const SampleRows mine =
+      sample_rows_ ? sample_rows_(mbs_) : SampleRows{0, mbs_};
+  const Tensor my_input = input.rows(mine.first, mine.count);
+  const Tensor my_targets = targets.rows(mine.first, mine.count);
   if (virtual_stages_ == 1) {  // no pipeline: the model's own forward
     Context ctx;
     ctx.run.training = false;
     ctx.run.seed = seed;
     ctx.run.step = step;
-    model_.forward_eval(input, targets, ctx, stats);
+    model_.forward_eval(my_input, my_targets, ctx, stats);
     return;
   }
   const int P = group_.size();
@@ -299,7 +307,7 @@ void PipelineExecutor::forward_eval(
     // Instructions only for error messages.
     Instr recv{Op::kRecvAct, 0, c, (vs - 1 + P) % P};
     Instr send{Op::kSendAct, 0, c, (vs + 1) % P};
-    Tensor x = input;
+    Tensor x = my_input;
     if (vs > 0) {
       x = Tensor(act_shape(c, false), MemTag::kActs);
       try {
@@ -313,7 +321,7 @@ void PipelineExecutor::forward_eval(
         r.first,
         r.last,
         x,
-        vs == virtual_stages_ - 1 ? targets : Tensor(),
+        vs == virtual_stages_ - 1 ? my_targets : Tensor(),
         ctx,
         stats);
     ctx.clear();

@@ -34,12 +34,15 @@
 #include "parallel/pipeline/partition.h"
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/tracer.h"
+#include "parallel/sample_rows.h"
 
 namespace ndt {
 
 // One step's inputs on this rank: the rows of every micro-batch (input
 // rows used by virtual stage 0, target rows by the last), and the values
-// that key dropout.
+// that key dropout. Of each micro-batch, the executor hands the model the
+// rows of sample_rows (all of them unless the tensor-parallel mode splits
+// samples).
 struct PipelineBatch {
   Tensor input;    // [M * mbs, ...] this replica's samples of the step
   Tensor targets;  // [M * mbs, ...]
@@ -62,15 +65,18 @@ class PipelineExecutor {
   // chunks[c]: the module range of local chunk c. group: the pipeline
   // group (rank = pipeline rank). local_activation: this rank's block of an
   // activation between stages given its global shape (one micro-batch),
-  // from the tensor-parallel mode; null: the whole activation. grad_sync may be
-  // null (no data parallelism across ranks). optimizer_step runs at
-  // kOptimizerStep. The model, group, grad_sync and tracer must outlive it.
+  // from the tensor-parallel mode; null: the whole activation. sample_rows:
+  // this rank's samples of a micro-batch (or evaluation batch) of n, from
+  // the tensor-parallel mode; null: all n. grad_sync may be null (no data
+  // parallelism across ranks). optimizer_step runs at kOptimizerStep. The
+  // model, group, grad_sync and tracer must outlive it.
   PipelineExecutor(
       Model& model,
       ProcessGroup& group,
       std::vector<ModuleRange> chunks,
       int virtual_stages,
       std::function<Shape(const Shape&)> local_activation,
+      std::function<SampleRows(int64_t)> sample_rows,
       GradSync* grad_sync,
       bool recompute,
       Tracer& tracer,
@@ -138,6 +144,7 @@ class PipelineExecutor {
   std::vector<ModuleRange> chunks_;
   int virtual_stages_;
   std::function<Shape(const Shape&)> local_activation_;
+  std::function<SampleRows(int64_t)> sample_rows_;
   GradSync* grad_sync_;
   bool recompute_;
   Tracer& tracer_;
@@ -147,6 +154,7 @@ class PipelineExecutor {
   const PipelineBatch* batch_ = nullptr;
   LossStats* stats_ = nullptr;
   int64_t mbs_ = 0;                       // rows per micro-batch
+  SampleRows mine_;                       // my rows of each micro-batch
   std::vector<std::vector<Slot>> slots_;  // [mb][chunk]
   std::vector<Tensor> mb_input_;          // per mb, after kLoadMicroBatch
   std::vector<Tensor> mb_targets_;

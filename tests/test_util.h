@@ -29,6 +29,9 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // fails); infinity when the shapes differ. The per-tensor measure of the
 // parallel-layer tests.
 double rel_diff(const Tensor& a, const Tensor& b);
+// Expects each of `parts` in `msg` (an error message); a gtest failure
+// names the missing part.
+void expect_has(const std::string& msg, const std::vector<std::string>& parts);
 // Path under the source tree, e.g. source_path("tests/fixtures/x.bin").
 std::string source_path(const std::string& rel);
 

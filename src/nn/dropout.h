@@ -21,9 +21,13 @@ class Dropout : public Module {
   // samples, so sample_offset times the elements per sample. Layouts that
   // hold part of a sample (a token split) override it.
   virtual uint64_t offset(const Tensor& x, const RunState& run) const;
+  // The step's mask key, and the drop probability.
+  uint64_t key(const RunState& run) const;
+  float p() const {
+    return p_;
+  }
 
  private:
-  uint64_t key(const RunState& run) const;
   std::string name_;
   float p_;
 };

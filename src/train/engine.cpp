@@ -9,6 +9,7 @@
 #include "ops/ops.h"
 #include "optim/grad_norm.h"
 #include "parallel/pipeline/partition.h"
+#include "parallel/sequence_parallel.h"
 #include "parallel/threads_grad_sync.h"
 #include "train/factory.h"
 
@@ -68,7 +69,9 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   threads_ = p.dp_mode == DpMode::kThreads && dp_ > 1;
   if (!threads_)
     rank_ = mesh.coord("dp");
-  builder_ = mode_->make_builder(mesh);
+  sp_ = p.sp;
+  builder_ = sp_ > 1 ? make_sequence_parallel_builder(config, mesh)
+                     : mode_->make_builder(mesh);
   const int n_replicas = threads_ ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {
     replicas_.push_back(make_model(config.model, *builder_));
@@ -90,10 +93,12 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   }
   opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum_axes_);
   schedule_ = make_lr_schedule(config, data_.train_size());
-  if (!threads_ && dp_ > 1) {
+  // Sequence-parallel ranks see a share of every sample's tokens: their
+  // gradients are summed with the data-parallel replicas'.
+  if (!threads_ && dp_ * sp_ > 1) {
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],
-        mesh.group("dp"),
+        sp_ > 1 ? mesh.group({"dp", "sp"}) : mesh.group("dp"),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)));
     ddp_->check_replicas_identical();
   }
@@ -119,6 +124,17 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   const int64_t local = config.train.batch_size / (threads_ ? 1 : dp_);
   input_ = data.make_input(local);
   targets_ = data.make_targets(local);
+  if (sp_ > 1 && config.model.kind == ModelKind::kGpt)
+    sp_tokens_ = std::make_unique<SeqShard>(sequence_shard(config, mesh));
+}
+
+Tensor Engine::my_tokens(const Tensor& t) const {
+  return sp_tokens_ ? take_tokens(t, *sp_tokens_) : t;
+}
+
+void Engine::sum_over_sp(double* v, int64_t n) {
+  if (sp_ > 1)
+    mesh_.group("sp").all_reduce(v, n);
 }
 
 // Cuts the model into P x V virtual stages (one stage without a
@@ -230,8 +246,8 @@ StepResult Engine::step(int64_t step) {
   LossStats stats;
   if (!threads_) {
     data_.train_batch(step * B + rank_ * local, local, input_, targets_);
-    batch.input = input_;
-    batch.targets = targets_;
+    batch.input = my_tokens(input_);
+    batch.targets = my_tokens(targets_);
     batch.sample_offset = rank_ * local;
     replicas_[0]->zero_grad();
     executors_[0]->run(instrs, M, batch, stats);
@@ -267,6 +283,7 @@ StepResult Engine::step(int64_t step) {
   try {
     mesh_.group("pp").all_reduce(v, 2);
     mesh_.group("dp").all_reduce(v, 2);
+    sum_over_sp(v, 2);
   } catch (const CommError& e) {
     throw CommError(
         "step " + std::to_string(step) +
@@ -292,12 +309,13 @@ EvalResult Engine::evaluate(int64_t step) {
     Tensor targets = data_.make_targets(n);
     data_.eval_batch(i, n, input, targets);
     executors_[0]->forward_eval(
-        input, targets, config_.train.seed, step, stats);
+        my_tokens(input), my_tokens(targets), config_.train.seed, step, stats);
   }
   // The loss lives on the last stage of each pipeline.
   double v[3] = {stats.loss_sum, double(stats.count), double(stats.correct)};
   mesh_.group("pp").all_reduce(v, 3);
   mesh_.group("dp").all_reduce(v, 3);
+  sum_over_sp(v, 3);
   stats.loss_sum = v[0];
   stats.count = static_cast<int64_t>(v[1]);
   stats.correct = static_cast<int64_t>(v[2]);

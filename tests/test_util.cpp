@@ -85,6 +85,13 @@ double rel_diff(const Tensor& a, const Tensor& b) {
   return max_abs_diff(a, b) / std::max(scale, 1e-30);
 }
 
+void expect_has(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    EXPECT_NE(msg.find(p), std::string::npos)
+        << "message: " << msg << "\nmissing: " << p;
+  }
+}
+
 std::string source_path(const std::string& rel) {
   return std::string(NDT_SOURCE_DIR) + "/" + rel;
 }

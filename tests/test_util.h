@@ -34,6 +34,9 @@ double rel_diff(const Tensor& a, const Tensor& b);
 // activation [B, .., C] (samples of row-block i, features of column-block
 // j) or of a matrix [R, C].
 Tensor grid_block(const Tensor& t, int q, int i, int j);
+// Expects each of `parts` in `msg` (an error message); a gtest failure
+// names the missing part.
+void expect_has(const std::string& msg, const std::vector<std::string>& parts);
 // Path under the source tree, e.g. source_path("tests/fixtures/x.bin").
 std::string source_path(const std::string& rel);
 

@@ -126,6 +126,7 @@ using Field = std::variant<
     PipeSchedule*,
     Recompute*,
     TpMode*,
+    SpAttention*,
     LarsModeKind*>;
 
 template <typename T>
@@ -230,6 +231,8 @@ constexpr Key kKeys[] = {
     {"parallel.tp_mode", field<&ParallelConfig::tp_mode>},
     {"parallel.tp_seq", field<&ParallelConfig::tp_seq>},
     {"parallel.order", field<&ParallelConfig::order>},
+    {"parallel.sp", field<&ParallelConfig::sp>, at_least(1)},
+    {"parallel.sp_attention", field<&ParallelConfig::sp_attention>},
 
     {"comm.timeout_s", field<&CommConfig::timeout_s>, above(0)},
 

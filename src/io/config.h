@@ -31,6 +31,7 @@ enum class DpMode { kMpi, kThreads };
 enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
 enum class Recompute { kNone, kBlock };
 enum class TpMode { k1d, k2d };
+enum class SpAttention { kRsa, kRing, kUlysses };
 
 // One table per enum: every enumerator with its name, in declaration
 // order. Config parsing and printing, the CLI and domain code all read
@@ -116,6 +117,13 @@ template <>
 struct EnumNames<TpMode> {
   static constexpr EnumName<TpMode> kTable[] = {
       {TpMode::k1d, "1d"}, {TpMode::k2d, "2d"}};
+};
+template <>
+struct EnumNames<SpAttention> {
+  static constexpr EnumName<SpAttention> kTable[] = {
+      {SpAttention::kRsa, "rsa"},
+      {SpAttention::kRing, "ring"},
+      {SpAttention::kUlysses, "ulysses"}};
 };
 
 template <typename E>
@@ -269,6 +277,11 @@ struct ParallelConfig {
                         // regions (all-gather / reduce-scatter boundaries)
   std::string order = "dp,pp,tp";  // parallel.order: mesh axes, outermost
                                    // first (last = consecutive ranks)
+  // Sequence parallelism (mesh axis sp, innermost; world = dp x pp x tp x
+  // sp): each rank holds sp's share of every sample's tokens.
+  int sp = 1;  // parallel.sp >= 1: sequence-parallel ranks per replica
+  SpAttention sp_attention = SpAttention::kRing;  // parallel.sp_attention:
+                                                  // rsa | ring | ulysses
 };
 
 struct CommConfig {

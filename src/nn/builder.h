@@ -50,7 +50,7 @@ class Builder {
       const PatchEmbeddingOptions& options) = 0;
 };
 
-class SerialBuilder final : public Builder {
+class SerialBuilder : public Builder {
  public:
   std::unique_ptr<Module> linear(
       const std::string& name,

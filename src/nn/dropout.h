@@ -25,9 +25,13 @@ class Dropout : public Module {
   // x.dim(-1) elements whose first elements are s apart in the mask (a
   // block of the features: a feature split), offset() giving the first.
   virtual int64_t mask_row_stride(const Tensor& x) const;
+  // The step's mask key, and the drop probability.
+  uint64_t key(const RunState& run) const;
+  float p() const {
+    return p_;
+  }
 
  private:
-  uint64_t key(const RunState& run) const;
   std::string name_;
   float p_;
 };

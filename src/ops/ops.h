@@ -174,6 +174,63 @@ void attention_backward(
     int NH,
     bool causal);
 
+// ---- blockwise attention with online softmax (cpu/attention_tile.cpp) -----
+//
+// One query block meets one key/value block, one [q_len, block] score tile
+// per head at a time, never the whole [q_len, k_len] block (ALGORITHMS.md
+// 2.4, "Blockwise attention with online softmax"). Scale 1/sqrt(hs).
+//   q, dq  [B, Tq, W]   q (dq) of head h at columns h*hs of the first C
+//                       (the packed qkv with W = 3C, or q alone with W = C)
+//   kv, dkv [B, Tk, 2C] k | v (dk | dv), head h at h*hs of each half
+//   o, dout [B, Tq, C]  head h at columns h*hs
+//   m, l, lse, D [B, NH, Tq]  per query row and head
+// Causal: key position > query position is masked; key sub-blocks that
+// every query of the tile masks are skipped. Both passes return the FLOPs
+// of their GEMMs (2 per multiply-add) over all (b, h).
+struct AttentionTile {
+  int64_t q_row = 0, q_len = 0;  // query rows [q_row, q_row + q_len) of q
+  int64_t k_row = 0, k_len = 0;  // key rows of kv
+  int64_t q_pos = 0, k_pos = 0;  // global position of q_row / k_row
+};
+// Online-softmax step: with running row max m (start -inf), row sum l
+// (start 0) and unnormalised output o (start 0), folds in the tile's keys.
+int64_t attention_tile_forward(
+    Tensor& o,
+    Tensor& m,
+    Tensor& l,
+    const Tensor& q,
+    const Tensor& kv,
+    const AttentionTile& tile,
+    bool causal,
+    int block);
+// After the last tile: o /= l and m <- m + log l (the row log-sum-exp).
+// Every row must have met at least one visible key.
+void attention_tile_finish(Tensor& o, Tensor& m, const Tensor& l);
+// D[b, h, i] = sum over head h's columns of dout * o (assigned).
+void attention_tile_row_dot(Tensor& D, const Tensor& dout, const Tensor& o);
+// dq (first C columns) += and dkv += the tile's contributions, with the
+// probabilities recomputed from lse.
+int64_t attention_tile_backward(
+    Tensor& dq,
+    Tensor& dkv,
+    const Tensor& q,
+    const Tensor& kv,
+    const Tensor& dout,
+    const Tensor& lse,
+    const Tensor& D,
+    const AttentionTile& tile,
+    bool causal,
+    int block);
+
+// dst [R, Wd] columns [dst_col, dst_col + width) = src [R, Ws] columns
+// [src_col, src_col + width), each viewed by its last dimension.
+void copy_columns(
+    Tensor& dst,
+    int64_t dst_col,
+    const Tensor& src,
+    int64_t src_col,
+    int64_t width);
+
 // ---- cross-entropy (fused with softmax)
 // -----------------------------------------
 

@@ -1,6 +1,7 @@
 #include "parallel/tensor_parallel_mode.h"
 
 #include "base/check.h"
+#include "parallel/sequence_parallel.h"
 #include "parallel/tp1d_builder.h"
 #include "parallel/tp2d_builder.h"
 
@@ -299,6 +300,7 @@ std::vector<MeshAxis> mesh_axes(const Config& config) {
         out.push_back(a);
     }
   }
+  out.push_back(sequence_parallel_axis(config));
   return out;
 }
 

@@ -60,7 +60,8 @@ std::unique_ptr<TensorParallelMode> make_tensor_parallel_mode(
 // Every mesh axis of the configured layout in parallel.order, the tensor-
 // parallel entry expanded into the mode's axes: dp (MPI ranks per replica
 // group; 1 with parallel.dp_mode=threads, whose replicas are threads), pp,
-// then the mode's. The product is the job's rank count.
+// then the mode's, then sp (innermost, sequence_parallel.h). The product
+// is the job's rank count.
 std::vector<MeshAxis> mesh_axes(const Config& config);
 
 }  // namespace ndt

@@ -9,6 +9,7 @@
 #include "ops/ops.h"
 #include "optim/grad_norm.h"
 #include "parallel/pipeline/partition.h"
+#include "parallel/sequence_parallel.h"
 #include "parallel/threads_grad_sync.h"
 #include "train/factory.h"
 
@@ -68,7 +69,9 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   threads_ = p.dp_mode == DpMode::kThreads && dp_ > 1;
   if (!threads_)
     rank_ = mesh.coord("dp");
-  builder_ = mode_->make_builder(mesh);
+  sp_ = p.sp;
+  builder_ = sp_ > 1 ? make_sequence_parallel_builder(config, mesh)
+                     : mode_->make_builder(mesh);
   const int n_replicas = threads_ ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {
     replicas_.push_back(make_model(config.model, *builder_));
@@ -90,10 +93,12 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   }
   opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum_axes_);
   schedule_ = make_lr_schedule(config, data_.train_size());
-  if (!threads_ && dp_ > 1) {
+  // Sequence-parallel ranks see a share of every sample's tokens: their
+  // gradients are summed with the data-parallel replicas'.
+  if (!threads_ && dp_ * sp_ > 1) {
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],
-        mesh.group("dp"),
+        sp_ > 1 ? mesh.group({"dp", "sp"}) : mesh.group("dp"),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)));
     ddp_->check_replicas_identical();
   }
@@ -136,6 +141,8 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         " samples on this data-parallel rank, in batches of train.batch_size " +
         std::to_string(B) + "; see train.eval_samples): " + e.what());
   }
+  if (sp_ > 1 && config.model.kind == ModelKind::kGpt)
+    sp_tokens_ = std::make_unique<SeqShard>(sequence_shard(config, mesh));
 }
 
 // This rank's share [first, end) of the evaluation set: data-parallel
@@ -146,6 +153,16 @@ std::pair<int64_t, int64_t> Engine::eval_range() const {
     total = std::min(total, config_.train.eval_samples);
   const int parts = threads_ ? 1 : dp_;
   return {total * rank_ / parts, total * (rank_ + 1) / parts};
+}
+
+
+Tensor Engine::my_tokens(const Tensor& t) const {
+  return sp_tokens_ ? take_tokens(t, *sp_tokens_) : t;
+}
+
+void Engine::sum_over_sp(double* v, int64_t n) {
+  if (sp_ > 1)
+    mesh_.group("sp").all_reduce(v, n);
 }
 
 // Cuts the model into P x V virtual stages (one stage without a
@@ -257,8 +274,8 @@ StepResult Engine::step(int64_t step) {
   LossStats stats;
   if (!threads_) {
     data_.train_batch(step * B + rank_ * local, local, input_, targets_);
-    batch.input = input_;
-    batch.targets = targets_;
+    batch.input = my_tokens(input_);
+    batch.targets = my_tokens(targets_);
     batch.sample_offset = rank_ * local;
     replicas_[0]->zero_grad();
     executors_[0]->run(instrs, M, batch, stats);
@@ -310,6 +327,7 @@ void Engine::sum_loss_stats(double* v, int64_t n) {
     if (!NDT_FAULT(kSampleAxesLoss))
       mesh_.group(axis).all_reduce(v, n);
   }
+  sum_over_sp(v, n);
 }
 
 EvalResult Engine::evaluate(int64_t step) {
@@ -327,7 +345,7 @@ EvalResult Engine::evaluate(int64_t step) {
     Tensor targets = data_.make_targets(n);
     data_.eval_batch(i, n, input, targets);
     executors_[0]->forward_eval(
-        input, targets, config_.train.seed, step, stats);
+        my_tokens(input), my_tokens(targets), config_.train.seed, step, stats);
   }
   // The loss lives on the last stage of each pipeline.
   double v[3] = {stats.loss_sum, double(stats.count), double(stats.correct)};

@@ -24,6 +24,10 @@
 // rows) gives each rank its rows of every micro-batch and evaluation batch
 // (TensorParallelMode::sample_rows, applied by the executor); the loss and
 // evaluation statistics are then summed over the mode's sample axes too.
+// With sequence parallelism (parallel.sp > 1) the sp
+// ranks of a replica share its samples by token (the GPT's token ids and
+// targets are cut here, sequence_parallel.h), DDP runs over the dp x sp
+// group and the loss is summed over sp too.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,7 @@
 #include "io/config.h"
 #include "nn/builder.h"
 #include "nn/model.h"
+#include "nn/seq_split.h"
 #include "optim/layer_norms.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -136,6 +141,10 @@ class Engine {
   void sum_loss_stats(double* v, int64_t n);
   // Sums over the mesh axes that shard a parameter.
   void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
+  // Sequence parallelism: my tokens of a batch of token ids or targets
+  // (the GPT's; others pass through), and a sum over the sp group.
+  Tensor my_tokens(const Tensor& t) const;
+  void sum_over_sp(double* v, int64_t n);
 
   Config config_;
   DataSource& data_;
@@ -146,10 +155,12 @@ class Engine {
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   LrScheduleOptions schedule_;
-  AxisSumFn sum_axes_;    // null when no parameter is sharded
-  bool threads_ = false;  // parallel.dp_mode=threads with dp > 1
-  int dp_ = 1;            // replicas in the layout
-  int rank_ = 0;          // this process's data-parallel rank (mpi mode)
+  AxisSumFn sum_axes_;                   // null when no parameter is sharded
+  bool threads_ = false;                 // parallel.dp_mode=threads with dp > 1
+  int dp_ = 1;                           // replicas in the layout
+  int sp_ = 1;                           // sequence-parallel ranks per replica
+  std::unique_ptr<SeqShard> sp_tokens_;  // GPT with sp > 1: my tokens
+  int rank_ = 0;  // this process's data-parallel rank (mpi mode)
   std::vector<ParamInfo> all_params_;
   std::vector<int> stage_blocks_;
   std::vector<ModuleRange> chunks_;  // this rank's module ranges

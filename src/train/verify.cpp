@@ -47,6 +47,9 @@ std::string layout_name(const Config& c) {
         to_string(p.dp_mode),
         p.microbatches);
   }
+  if (p.sp > 1)
+    return std::string(buf) + " sp=" + std::to_string(p.sp) + " (" +
+           to_string(p.sp_attention) + " attention)";
   return buf;
 }
 

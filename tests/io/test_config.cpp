@@ -550,8 +550,12 @@ TEST(Config, JsonRoundTrip) {
        "optim.warmup_steps=0",
        "optim.warmup_epochs=0.5",
        "optim.scale_lr=sqrt",
-       "optim.base_batch=256"});
+       "optim.base_batch=256",
+       "parallel.sp=2",
+       "parallel.sp_attention=ulysses"});
   nlohmann::json j = config_to_json(c);
+  EXPECT_EQ(j["parallel"]["sp"], 2);
+  EXPECT_EQ(j["parallel"]["sp_attention"], "ulysses");
   EXPECT_EQ(j["optim"]["scale_lr"], "sqrt");
   EXPECT_EQ(j["optim"]["base_batch"], 256);
   EXPECT_EQ(j["model"]["kind"], "gpt");
@@ -565,7 +569,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["data"].size(), 4u);
   EXPECT_EQ(j["train"].size(), 11u);
   EXPECT_EQ(j["optim"].size(), 21u);
-  EXPECT_EQ(j["parallel"].size(), 13u);
+  EXPECT_EQ(j["parallel"].size(), 15u);
   EXPECT_EQ(j["comm"].size(), 1u);
   EXPECT_EQ(j["verify"].size(), 1u);
 

@@ -51,13 +51,15 @@ TEST(TensorParallelMode, AxesInOrderAndActivationShapes) {
   const Config c =
       gpt({"parallel.dp=2", "parallel.tp=4", "parallel.order=tp,dp,pp"});
   const std::vector<MeshAxis> axes = mesh_axes(c);
-  ASSERT_EQ(axes.size(), 3u);
+  ASSERT_EQ(axes.size(), 4u);  // then sp, innermost
   EXPECT_EQ(axes[0].name, "tp");
   EXPECT_EQ(axes[0].size, 4);
   EXPECT_EQ(axes[1].name, "dp");
   EXPECT_EQ(axes[1].size, 2);
   EXPECT_EQ(axes[2].name, "pp");
   EXPECT_EQ(axes[2].size, 1);
+  EXPECT_EQ(axes[3].name, "sp");
+  EXPECT_EQ(axes[3].size, 1);
   // Replicated activations without sequence-split regions, my tokens with.
   EXPECT_EQ(
       make_tensor_parallel_mode(c)->local_activation({2, 16, 32}),

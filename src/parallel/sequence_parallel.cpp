@@ -1,0 +1,110 @@
+#include "parallel/sequence_parallel.h"
+
+#include "base/check.h"
+#include "parallel/sp_builder.h"
+
+namespace ndt {
+namespace {
+
+void check_sequence_parallel(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  const ModelConfig& m = c.model;
+  NDT_CHECK(
+      m.kind != ModelKind::kMlp,
+      ConfigError,
+      "parallel.sp=",
+      p.sp,
+      ": model.kind mlp has no token sequence to split; use model.kind vit "
+      "or gpt, or parallel.sp=1");
+  NDT_CHECK(
+      p.tp == 1,
+      ConfigError,
+      "parallel.sp=",
+      p.sp,
+      " with parallel.tp=",
+      p.tp,
+      ": sequence parallelism is not combined with tensor parallelism; use "
+      "one of them");
+  NDT_CHECK(
+      p.pp == 1,
+      ConfigError,
+      "parallel.sp=",
+      p.sp,
+      " with parallel.pp=",
+      p.pp,
+      ": sequence parallelism is not combined with pipeline parallelism; use "
+      "one of them");
+  NDT_CHECK(
+      p.dp == 1 || p.dp_mode == DpMode::kMpi,
+      ConfigError,
+      "parallel.sp=",
+      p.sp,
+      " needs parallel.dp_mode=mpi");
+  const int64_t T = model_tokens(m);
+  const bool zigzag = sequence_split(c) == SeqSplit::kZigzag;
+  const int64_t chunks = zigzag ? 2 * int64_t{p.sp} : p.sp;
+  NDT_CHECK(
+      T % chunks == 0,
+      ConfigError,
+      "parallel.sp=",
+      p.sp,
+      " splits each sample's ",
+      T,
+      " tokens (",
+      m.kind == ModelKind::kGpt ? "model.seq_len"
+                                : "model.image_size / model.patch squared, "
+                                  "+1 with model.pool cls",
+      ") into ",
+      chunks,
+      zigzag ? " zig-zag chunks (parallel.sp_attention ring, causal)"
+             : " chunks",
+      ": ",
+      T,
+      " is not divisible by ",
+      chunks);
+  if (p.sp_attention == SpAttention::kUlysses) {
+    NDT_CHECK(
+        m.heads % p.sp == 0,
+        ConfigError,
+        "parallel.sp_attention ulysses splits the heads over the sequence-"
+        "parallel ranks: model.heads (",
+        m.heads,
+        ") must be divisible by parallel.sp (",
+        p.sp,
+        ")");
+  }
+}
+
+}  // namespace
+
+MeshAxis sequence_parallel_axis(const Config& config) {
+  if (config.parallel.sp > 1)
+    check_sequence_parallel(config);
+  return {"sp", config.parallel.sp};
+}
+
+SeqSplit sequence_split(const Config& config) {
+  const bool causal = config.model.kind == ModelKind::kGpt;
+  return config.parallel.sp_attention == SpAttention::kRing && causal
+             ? SeqSplit::kZigzag
+             : SeqSplit::kContiguous;
+}
+
+SeqShard sequence_shard(const Config& config, const Mesh& mesh) {
+  return SeqShard(
+      sequence_split(config),
+      model_tokens(config.model),
+      mesh.coord("sp"),
+      mesh.size("sp"));
+}
+
+std::unique_ptr<Builder> make_sequence_parallel_builder(
+    const Config& config, Mesh& mesh) {
+  check_sequence_parallel(config);
+  return std::make_unique<SpBuilder>(
+      mesh.group("sp"),
+      config.parallel.sp_attention,
+      sequence_shard(config, mesh));
+}
+
+}  // namespace ndt

@@ -1,0 +1,124 @@
+#include "parallel/sp_builder.h"
+
+#include "base/check.h"
+#include "parallel/ring_attention.h"
+#include "parallel/ring_self_attention.h"
+#include "parallel/sp_dropout.h"
+#include "parallel/sp_embedding.h"
+#include "parallel/ulysses_attention.h"
+
+namespace ndt {
+namespace {
+
+// A loss head that needs every token (pooling): forward all-gathers my
+// tokens and only sp rank 0 runs the serial head, so its loss and its
+// parameter gradients count once; backward broadcasts rank 0's input
+// gradient and keeps my tokens.
+class RootHead final : public LossHead {
+ public:
+  RootHead(
+      std::unique_ptr<LossHead> inner, ProcessGroup& sp, const SeqShard& shard)
+      : inner_(std::move(inner)), sp_(sp), shard_(shard) {}
+
+  void forward(
+      const Tensor& x,
+      const Tensor& targets,
+      Context& ctx,
+      LossStats& stats) override {
+    const int64_t B = x.dim(0), Tl = x.dim(1), C = x.dim(2);
+    const int N = sp_.size();
+    Tensor parts({N, B, Tl, C}, MemTag::kComm);
+    sp_.all_gather(x.data(), parts.data(), B * Tl * C);
+    Tensor all({B, shard_.T_global(), C}, MemTag::kActs);
+    for (int r = 0; r < N; ++r)
+      put_tokens(
+          parts.slice(r * B * Tl * C, {B, Tl, C}), all, shard_.of_rank(r));
+    ctx.ints = {B, shard_.T_global(), C};
+    if (sp_.rank() == 0)
+      inner_->forward(all, targets, ctx.child(0), stats);
+  }
+
+  Tensor backward(Context& ctx, float scale) override {
+    Tensor dall;
+    if (sp_.rank() == 0)
+      dall = inner_->backward(ctx.child(0), scale);
+    else
+      dall = Tensor(
+          {ctx.ints.at(0), ctx.ints.at(1), ctx.ints.at(2)}, MemTag::kActs);
+    sp_.broadcast(dall.data(), dall.numel(), 0);
+    return take_tokens(dall, shard_);
+  }
+
+  void collect_parameters(std::vector<Parameter*>& out) override {
+    inner_->collect_parameters(out);
+  }
+
+ private:
+  std::unique_ptr<LossHead> inner_;
+  ProcessGroup& sp_;
+  SeqShard shard_;
+};
+
+}  // namespace
+
+SpBuilder::SpBuilder(
+    ProcessGroup& sp, SpAttention attention, const SeqShard& shard)
+    : sp_(sp), attention_(attention), shard_(shard) {
+  NDT_ASSERT(
+      shard.rank() == sp.rank() && shard.size() == sp.size(),
+      "shard of rank ",
+      shard.rank(),
+      "/",
+      shard.size(),
+      " on sp rank ",
+      sp.rank(),
+      "/",
+      sp.size());
+}
+
+std::unique_ptr<Module> SpBuilder::attention_core(int heads, bool causal) {
+  // Only ring attention runs on the zig-zag split.
+  NDT_ASSERT(
+      attention_ == SpAttention::kRing ||
+          shard_.split() == SeqSplit::kContiguous,
+      to_string(attention_),
+      " attention on the ",
+      to_string(shard_.split()),
+      " split");
+  switch (attention_) {
+    case SpAttention::kRsa:
+      return std::make_unique<RingSelfAttention>(heads, causal, sp_);
+    case SpAttention::kRing:
+      return std::make_unique<RingAttention>(
+          heads, causal, sp_, shard_.split());
+    case SpAttention::kUlysses:
+      return std::make_unique<UlyssesAttention>(heads, causal, sp_);
+  }
+  NDT_ASSERT(false, "invalid SpAttention ", static_cast<int>(attention_));
+  return nullptr;
+}
+
+std::unique_ptr<Module> SpBuilder::dropout(const std::string& name, float p) {
+  return std::make_unique<SpDropout>(name, p, shard_);
+}
+
+std::unique_ptr<LossHead> SpBuilder::classifier_head(
+    const ClassifierHeadOptions& options) {
+  NDT_ASSERT(options.pool != HeadPool::kNone, "classifier head on tokens");
+  return std::make_unique<RootHead>(
+      SerialBuilder::classifier_head(options), sp_, shard_);
+}
+
+std::unique_ptr<Module> SpBuilder::token_embedding(
+    const std::string& name, int vocab, int seq_len, int C, float init_std) {
+  return std::make_unique<SpTokenEmbedding>(
+      name, vocab, seq_len, C, init_std, shard_);
+}
+
+std::unique_ptr<Module> SpBuilder::patch_embedding(
+    const PatchEmbeddingOptions& options) {
+  return std::make_unique<SpTokensOf>(
+      SerialBuilder::patch_embedding(options), shard_);
+}
+
+}  // namespace ndt

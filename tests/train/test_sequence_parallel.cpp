@@ -1,0 +1,225 @@
+// Sequence parallelism as a mode (parallel/sequence_parallel.h): its config
+// rules, each failing with a ConfigError naming the keys; the split each
+// attention core gets; and whole models built by SpBuilder on run_local(N)
+// threads against the serial model: one training forward and backward
+// (dropout on) of the GPT (causal, every attention core, zig-zag for ring)
+// and the ViT (class-token and mean pooling), comparing the loss summed
+// over ranks and every parameter gradient summed over ranks with the
+// serial ones.
+//
+// Tolerance: max |a - b| / max |b| <= 1e-5 per gradient tensor and
+// relative 1e-6 on the loss: the serial math summed in another order (per
+// rank, then over ranks). A dropped token, wrong position or mask, or a
+// head counted on every rank is O(1).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "comm/local_process_group.h"
+#include "nn/model.h"
+#include "parallel/sequence_parallel.h"
+#include "parallel/sp_builder.h"
+#include "test_util.h"
+#include "train/factory.h"
+
+namespace ndt {
+namespace {
+
+using test::expect_has;
+using test::int_tensor;
+using test::randn;
+using test::rel_diff;
+
+Config gpt(std::vector<std::string> more) {
+  more.insert(
+      more.begin(),
+      {"model.kind=gpt",
+       "data.name=synthetic",
+       "model.dim=24",
+       "model.depth=2",
+       "model.heads=6",
+       "model.mlp_dim=32",
+       "model.seq_len=24",
+       "model.dropout=0.1",
+       "model.vocab=32",
+       "train.batch_size=3"});
+  return load_config("", more);
+}
+
+// 12x12 images in 4x4 patches: 9 patches (+1 class token).
+Config vit(std::vector<std::string> more) {
+  more.insert(
+      more.begin(),
+      {"model.kind=vit",
+       "data.name=synthetic",
+       "model.image_size=12",
+       "model.patch=4",
+       "model.channels=1",
+       "model.dim=24",
+       "model.depth=2",
+       "model.heads=6",
+       "model.mlp_dim=32",
+       "model.dropout=0.1",
+       "train.batch_size=3"});
+  return load_config("", more);
+}
+
+std::string sp_error(const Config& c) {
+  try {
+    sequence_parallel_axis(c);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+TEST(SequenceParallel, RefusesWhatIsNotBuilt) {
+  expect_has(
+      sp_error(gpt({"parallel.sp=2", "parallel.tp=2"})),
+      {"parallel.sp=2", "parallel.tp=2", "tensor parallelism"});
+  expect_has(
+      sp_error(gpt({"parallel.sp=2", "parallel.pp=2"})),
+      {"parallel.sp=2", "parallel.pp=2", "pipeline parallelism"});
+  expect_has(
+      sp_error(
+          gpt({"parallel.sp=2", "parallel.dp=3", "parallel.dp_mode=threads"})),
+      {"parallel.sp=2", "parallel.dp_mode=mpi"});
+  expect_has(
+      sp_error(load_config(
+          "", {"model.hidden=[8]", "data.name=synthetic", "parallel.sp=2"})),
+      {"model.kind mlp"});
+  // Tokens must split exactly: 24 into 5 chunks, 26 into the 4 zig-zag
+  // chunks of ring attention at sp=2, the ViT's 9 + 1 into 3.
+  expect_has(
+      sp_error(gpt({"parallel.sp=5", "parallel.sp_attention=rsa"})),
+      {"24 tokens (model.seq_len)", "into 5 chunks"});
+  expect_has(
+      sp_error(gpt({"parallel.sp=2", "model.seq_len=26"})),
+      {"26 tokens", "4 zig-zag chunks"});
+  expect_has(
+      sp_error(vit({"parallel.sp=3"})),
+      {"10 tokens", "model.pool cls", "into 3 chunks"});
+  expect_has(
+      sp_error(gpt({"parallel.sp=4", "parallel.sp_attention=ulysses"})),
+      {"model.heads (6)", "parallel.sp (4)"});
+  EXPECT_EQ(sequence_parallel_axis(gpt({"parallel.sp=3"})).size, 3);
+  EXPECT_EQ(sequence_parallel_axis(gpt({})).name, "sp");
+}
+
+TEST(SequenceParallel, SplitPerAttention) {
+  EXPECT_EQ(sequence_split(gpt({"parallel.sp=2"})), SeqSplit::kZigzag);
+  EXPECT_EQ(
+      sequence_split(gpt({"parallel.sp=2", "parallel.sp_attention=rsa"})),
+      SeqSplit::kContiguous);
+  EXPECT_EQ(
+      sequence_split(gpt({"parallel.sp=2", "parallel.sp_attention=ulysses"})),
+      SeqSplit::kContiguous);
+  EXPECT_EQ(sequence_split(vit({"parallel.sp=2"})), SeqSplit::kContiguous);
+}
+
+struct Grads {
+  double loss = 0;
+  std::vector<Tensor> grads;  // in parameter order
+};
+
+RunState training_state() {
+  RunState run;
+  run.training = true;
+  run.seed = 7;
+  run.step = 2;
+  run.sample_offset = 5;
+  return run;
+}
+
+Grads serial_grads(const Config& c, const Tensor& input, const Tensor& t) {
+  SerialBuilder b;
+  std::unique_ptr<Model> m = make_model(c.model, b);
+  m->init(c.train.seed);
+  Context ctx;
+  ctx.run = training_state();
+  LossStats stats;
+  m->forward_backward(input, t, ctx, 1.0f / float(t.numel()), stats);
+  Grads g;
+  g.loss = stats.loss_sum;
+  for (Parameter* p : m->parameters())
+    g.grads.push_back(p->grad.clone(MemTag::kOther));
+  return g;
+}
+
+// The model on N sequence-parallel threads; each rank's gradients and loss
+// summed over the ranks (what the engine's DDP over dp x sp does).
+void check_model(const Config& c, const Tensor& input, const Tensor& t) {
+  const int N = c.parallel.sp;
+  SCOPED_TRACE(
+      std::string(to_string(c.model.kind)) + " sp=" + std::to_string(N) + " " +
+      to_string(c.parallel.sp_attention) + " pool " +
+      std::to_string(static_cast<int>(c.model.pool)));
+  const Grads want = serial_grads(c, input, t);
+  const bool tokens = c.model.kind == ModelKind::kGpt;
+  std::vector<std::vector<double>> diffs(N);
+  std::vector<double> loss(N);
+  run_local(N, [&](ProcessGroup& pg) {
+    const SeqShard shard(
+        sequence_split(c), model_tokens(c.model), pg.rank(), N);
+    SpBuilder b(pg, c.parallel.sp_attention, shard);
+    std::unique_ptr<Model> m = make_model(c.model, b);
+    m->init(c.train.seed);
+    Context ctx;
+    ctx.run = training_state();
+    LossStats stats;
+    m->forward_backward(
+        tokens ? take_tokens(input, shard) : input,
+        tokens ? take_tokens(t, shard) : t,
+        ctx,
+        1.0f / float(t.numel()),
+        stats);
+    double l = stats.loss_sum;
+    pg.all_reduce(&l, 1);
+    loss[pg.rank()] = l;
+    std::vector<Parameter*> ps = m->parameters();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor& g = ps[i]->grad;
+      pg.all_reduce(g.data(), g.numel());
+      diffs[pg.rank()].push_back(
+          i < want.grads.size() ? rel_diff(g, want.grads[i]) : INFINITY);
+    }
+  });
+  for (int r = 0; r < N; ++r) {
+    EXPECT_NEAR(loss[r], want.loss, 1e-6 * std::fabs(want.loss));
+    ASSERT_EQ(diffs[r].size(), want.grads.size());
+    for (size_t i = 0; i < diffs[r].size(); ++i)
+      EXPECT_LE(diffs[r][i], 1e-5) << "rank " << r << " gradient " << i;
+  }
+}
+
+TEST(SequenceParallel, GptMatchesSerial) {
+  const Tensor ids = int_tensor({3, 24}, 32, 7, 3);
+  const Tensor next = int_tensor({3, 24}, 32, 5, 1);
+  for (const char* a : {"rsa", "ring", "ulysses"}) {
+    for (int N : {2, 3}) {
+      check_model(
+          gpt(
+              {"parallel.sp=" + std::to_string(N),
+               std::string("parallel.sp_attention=") + a}),
+          ids,
+          next);
+    }
+  }
+}
+
+TEST(SequenceParallel, VitMatchesSerial) {
+  const Tensor images = randn({3, 1, 12, 12}, 3, "images");
+  const Tensor labels = int_tensor({3}, 10, 3, 1);
+  for (const char* a : {"rsa", "ring", "ulysses"}) {
+    const std::string att = std::string("parallel.sp_attention=") + a;
+    check_model(vit({"parallel.sp=2", att}), images, labels);
+    check_model(vit({"parallel.sp=3", att, "model.pool=mean"}), images, labels);
+  }
+}
+
+}  // namespace
+}  // namespace ndt

@@ -13,8 +13,8 @@
 # Environment:
 #   NDT_SKIP_SETUP=1      do not run scripts/setup.sh (build/ndtrain must exist)
 #   NDT_LB_EPOCHS=10      epochs at every batch
-#   NDT_LB_BATCHES="128 512 2048 8192", NDT_LB_OPTS="lamb lars adamw sgd"
-#   NDT_LB_GRID=5         learning rates in each cell's first grid
+#   NDT_LB_BATCHES="128 512 2048 8192", NDT_LB_OPTS="lamb adamw lars sgd"
+#   NDT_LB_GRID=4         learning rates in each cell's first grid
 #   NDT_LB_OUT=runs/large_batch
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -155,7 +155,6 @@ std::pair<int64_t, int64_t> Engine::eval_range() const {
   return {total * rank_ / parts, total * (rank_ + 1) / parts};
 }
 
-
 Tensor Engine::my_tokens(const Tensor& t) const {
   return sp_tokens_ ? take_tokens(t, *sp_tokens_) : t;
 }

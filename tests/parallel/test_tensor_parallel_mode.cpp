@@ -111,9 +111,9 @@ TEST(TensorParallelMode, Tp2dGridAxesBlocksAndSampleRows) {
   const Config c =
       gpt({"parallel.dp=2", "parallel.tp=4", "parallel.tp_mode=2d"});
   const std::vector<MeshAxis> axes = mesh_axes(c);
-  ASSERT_EQ(axes.size(), 4u);
-  const char* names[] = {"dp", "pp", "tp_row", "tp_col"};
-  const int sizes[] = {2, 1, 2, 2};
+  ASSERT_EQ(axes.size(), 5u);
+  const char* names[] = {"dp", "pp", "tp_row", "tp_col", "sp"};
+  const int sizes[] = {2, 1, 2, 2, 1};
   for (size_t k = 0; k < axes.size(); ++k) {
     EXPECT_EQ(axes[k].name, names[k]);
     EXPECT_EQ(axes[k].size, sizes[k]) << axes[k].name;

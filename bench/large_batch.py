@@ -39,7 +39,7 @@ BATCHES = [int(b) for b in os.environ.get(
     "NDT_LB_BATCHES", "128 512 2048 8192").split()]
 OPT_NAMES = os.environ.get("NDT_LB_OPTS", "lamb adamw lars sgd").split()
 GRID_POINTS = int(os.environ.get("NDT_LB_GRID", "4"))
-GRID_EXTEND = 2
+GRID_EXTEND = 4
 # Warmup in epochs: 10% of the run for the grid, then 20%.
 WARMUPS = [round(EPOCHS * f, 3) for f in (0.1, 0.2)]
 SEEDS = [1, 2]
@@ -166,6 +166,7 @@ def tune(opt, batch, centre):
         else:
             break
     best = max(trials, key=lambda k: trials[k]["acc"])
+    edge = best in (min(trials), max(trials))
     lr = centre * 2.0 ** best
     tried = list(trials.values())
     warm = {WARMUPS[0]: trials[best]}
@@ -175,7 +176,7 @@ def tune(opt, batch, centre):
     w_best = max(warm, key=lambda w: warm[w]["acc"])
     winners = [warm[w_best]] + [run(opt, batch, lr, w_best, s)
                                 for s in SEEDS[1:]]
-    return winners, tried
+    return winners, tried, edge
 
 
 def main():
@@ -187,7 +188,7 @@ def main():
         for batch in BATCHES:
             print(f"== {opt} batch {batch}: {steps_for(batch)} steps, base "
                   f"rate grid around {centre:.4g}", flush=True)
-            winners, tried = tune(opt, batch, centre)
+            winners, tried, edge = tune(opt, batch, centre)
             seconds += sum(t["seconds"] for t in tried + winners[1:])
             centre = winners[0]["base_lr"]
             accs = [w["acc"] for w in winners]
@@ -196,6 +197,7 @@ def main():
                 "lr": winners[0]["lr"], "base_lr": winners[0]["base_lr"],
                 "warmup": winners[0]["warmup"], "accs": accs,
                 "mean": statistics.mean(accs), "trials": len(tried),
+                "edge": edge,
                 "curves": [w["curve"] for w in winners],
                 "grid": sorted((t["base_lr"], t["warmup"], t["acc"])
                                for t in tried),
@@ -244,7 +246,8 @@ def report(cells, minutes):
             row.append(
                 f"{100 * c['mean']:.2f} [{100 * min(c['accs']):.2f}-"
                 f"{100 * max(c['accs']):.2f}] lr {c['lr']:.3g}, warmup "
-                f"{c['warmup']:g}, {c['steps']} steps, {c['trials']} trials")
+                f"{c['warmup']:g}, {c['steps']} steps, {c['trials']} trials"
+                + (" (best rate at the edge of the sweep)" if c["edge"] else ""))
         lines.append(f"| {o} | " + " | ".join(row) + " |")
     lines += ["",
               f"Baseline: the best mean accuracy at batch {b0}, "

@@ -255,7 +255,10 @@ def report(cells, minutes):
               f"an optimizer stays within 1 point of it at every batch up "
               f"to that one (0: not even at batch {b0}):", ""]
     for o in OPT_NAMES:
-        lines.append(f"- {o}: {within[o]}")
+        own = cells[(o, b0)]["mean"]
+        lines.append(
+            f"- {o}: {within[o]} (against its own batch-{b0} result, "
+            f"{100 * own:.2f}%: {max_batch_within(cells, o, own)})")
     with open("docs/large_batch.md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

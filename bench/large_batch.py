@@ -273,7 +273,7 @@ def report(cells, minutes):
                label="baseline - 1 pt")
     ax.set_xscale("log", base=2)
     ax.set_xticks(BATCHES, [str(b) for b in BATCHES])
-    ax.set_ylim(max(0, 100 * baseline - 15), 100 * baseline + 2)
+    ax.set_ylim(50, 100 * baseline + 2)
     ax.set_xlabel("global batch")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"best per cell, {EPOCHS:g} epochs")
@@ -285,7 +285,7 @@ def report(cells, minutes):
             if curve:
                 ax.plot([s * b / TRAIN_SAMPLES for s, _ in curve],
                         [100 * a for _, a in curve], marker=".", label=o)
-        ax.set_ylim(max(0, 100 * baseline - 15), 100 * baseline + 2)
+        ax.set_ylim(50, 100 * baseline + 2)
         ax.set_xlabel("epoch")
         ax.set_title(f"winners at batch {b} (seed {SEEDS[0]})")
         ax.grid(alpha=0.3)

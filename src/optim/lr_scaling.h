@@ -11,7 +11,8 @@ namespace ndt {
 
 enum class LrScaling { kNone, kLinear, kSqrt };
 
-// lr scaled from base_batch to batch (both >= 1; kNone returns lr).
+// lr scaled from base_batch to batch (both >= 1 unless kNone, which
+// returns lr).
 float scaled_lr(float lr, LrScaling scaling, int64_t batch, int64_t base_batch);
 
 }  // namespace ndt

@@ -159,11 +159,6 @@ Tensor Engine::my_tokens(const Tensor& t) const {
   return sp_tokens_ ? take_tokens(t, *sp_tokens_) : t;
 }
 
-void Engine::sum_over_sp(double* v, int64_t n) {
-  if (sp_ > 1)
-    mesh_.group("sp").all_reduce(v, n);
-}
-
 // Cuts the model into P x V virtual stages (one stage without a
 // pipeline), records which pipeline rank holds each parameter, drops the
 // modules this rank does not hold, and makes the step's schedule: the
@@ -326,7 +321,8 @@ void Engine::sum_loss_stats(double* v, int64_t n) {
     if (!NDT_FAULT(kSampleAxesLoss))
       mesh_.group(axis).all_reduce(v, n);
   }
-  sum_over_sp(v, n);
+  if (sp_ > 1)
+    mesh_.group("sp").all_reduce(v, n);
 }
 
 EvalResult Engine::evaluate(int64_t step) {

@@ -136,15 +136,14 @@ class Engine {
   std::pair<int64_t, int64_t> eval_range() const;
   // Sums loss statistics (loss, count, ...) in place over the ranks that
   // hold other parts of the step: pipeline stages (only the last has the
-  // loss), data-parallel replicas, and the tensor-parallel mode's sample
-  // axes.
+  // loss), data-parallel replicas, the tensor-parallel mode's sample axes
+  // and the sequence-parallel ranks.
   void sum_loss_stats(double* v, int64_t n);
   // Sums over the mesh axes that shard a parameter.
   void axis_sum(const std::vector<std::string>& axes, double* v, int64_t n);
   // Sequence parallelism: my tokens of a batch of token ids or targets
-  // (the GPT's; others pass through), and a sum over the sp group.
+  // (the GPT's; others pass through).
   Tensor my_tokens(const Tensor& t) const;
-  void sum_over_sp(double* v, int64_t n);
 
   Config config_;
   DataSource& data_;

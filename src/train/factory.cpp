@@ -71,9 +71,7 @@ std::unique_ptr<Optimizer> make_optimizer(
 LrScheduleOptions make_lr_schedule(const Config& c, int64_t train_size) {
   const int64_t B = c.train.batch_size;
   LrScheduleOptions o;
-  o.lr = c.optim.scale_lr == LrScaling::kNone
-             ? c.optim.lr
-             : scaled_lr(c.optim.lr, c.optim.scale_lr, B, c.optim.base_batch);
+  o.lr = scaled_lr(c.optim.lr, c.optim.scale_lr, B, c.optim.base_batch);
   o.decay = c.optim.schedule;
   o.warmup = c.optim.warmup_steps;
   if (c.optim.warmup_epochs > 0) {

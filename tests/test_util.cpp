@@ -21,16 +21,20 @@ Tensor randn(Shape shape, uint64_t seed, std::string_view name, float std) {
 }
 
 Tensor grid_block(const Tensor& t, int q, int i, int j) {
-  const int64_t C = t.dim(-1), C_local = C / q;
-  const int64_t rows = t.numel() / C, rows_local = rows / q;
+  return grid_block(t, q, i, q, j);
+}
+
+Tensor grid_block(const Tensor& t, int rows, int r, int cols, int j) {
+  const int64_t C = t.dim(-1), C_local = C / cols;
+  const int64_t n = t.numel() / C, n_local = n / rows;
   Shape shape = t.shape();
-  shape.front() /= q;
+  shape.front() /= rows;
   shape.back() = C_local;
   Tensor out(shape, MemTag::kOther);
-  for (int64_t r = 0; r < rows_local; ++r) {
+  for (int64_t a = 0; a < n_local; ++a) {
     for (int64_t c = 0; c < C_local; ++c) {
-      out.data()[r * C_local + c] =
-          t.data()[(i * rows_local + r) * C + j * C_local + c];
+      out.data()[a * C_local + c] =
+          t.data()[(r * n_local + a) * C + j * C_local + c];
     }
   }
   return out;

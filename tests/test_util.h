@@ -34,6 +34,10 @@ double rel_diff(const Tensor& a, const Tensor& b);
 // activation [B, .., C] (samples of row-block i, features of column-block
 // j) or of a matrix [R, C].
 Tensor grid_block(const Tensor& t, int q, int i, int j);
+// Block (r, j) of t cut into `rows` blocks over its first dimension and
+// `cols` over its last (2.5D: the samples of row-block r = k q + i of all
+// d q grid rows).
+Tensor grid_block(const Tensor& t, int rows, int r, int cols, int j);
 // Expects each of `parts` in `msg` (an error message); a gtest failure
 // names the missing part.
 void expect_has(const std::string& msg, const std::vector<std::string>& parts);

@@ -28,6 +28,10 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kTp2dSkipColReduce, "tp2d_skip_col_reduce"},
     {Fault::kTp2dDropoutColumn, "tp2d_dropout_column"},
     {Fault::kSampleAxesLoss, "sample_axes_loss"},
+    {Fault::kTp2p5dSkipDepthReduce, "tp2p5d_skip_depth_reduce"},
+    {Fault::kTp2p5dSameSamples, "tp2p5d_same_samples"},
+    {Fault::kTp3dSkipSampleReduce, "tp3d_skip_sample_reduce"},
+    {Fault::kTp3dBiasNoReduce, "tp3d_bias_no_reduce"},
 };
 
 Fault parse_fault() {

@@ -28,6 +28,16 @@
 //   sample_axes_loss     loss and evaluation statistics are not summed over
 //                        the tensor-parallel mode's sample axes (2D: the
 //                        grid rows)
+//   tp2p5d_skip_depth_reduce  2.5D: parameter gradients are not summed over
+//                        the depth axis (each grid keeps its own samples'
+//                        share)
+//   tp2p5d_same_samples  2.5D: every grid takes the samples of grid 0 (the
+//                        batch split only over the grid rows)
+//   tp3d_skip_sample_reduce  3D: the LayerNorm, embedding and classifier
+//                        gradients are not summed over the ranks holding
+//                        the other samples ({tp_wt, tp_in})
+//   tp3d_bias_no_reduce  3D: a linear's bias gradient is not summed over
+//                        the ranks holding the other samples
 #pragma once
 
 namespace ndt {
@@ -45,6 +55,10 @@ enum class Fault {
   kTp2dSkipColReduce,
   kTp2dDropoutColumn,
   kSampleAxesLoss,
+  kTp2p5dSkipDepthReduce,
+  kTp2p5dSameSamples,
+  kTp3dSkipSampleReduce,
+  kTp3dBiasNoReduce,
 };
 
 #ifdef NDT_FAULTS

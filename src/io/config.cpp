@@ -229,6 +229,7 @@ constexpr Key kKeys[] = {
     {"parallel.recompute", field<&ParallelConfig::recompute>},
     {"parallel.tp", field<&ParallelConfig::tp>, at_least(1)},
     {"parallel.tp_mode", field<&ParallelConfig::tp_mode>},
+    {"parallel.tp_depth", field<&ParallelConfig::tp_depth>, at_least(1)},
     {"parallel.tp_seq", field<&ParallelConfig::tp_seq>},
     {"parallel.order", field<&ParallelConfig::order>},
     {"parallel.sp", field<&ParallelConfig::sp>, at_least(1)},
@@ -625,6 +626,17 @@ void check_tensor_parallel(const Config& c) {
       p.tp > 1 || !p.tp_seq,
       ConfigError,
       "parallel.tp_seq needs tensor parallelism (parallel.tp > 1)");
+  NDT_CHECK(
+      p.tp_depth == 1 || (p.tp > 1 && p.tp_mode == TpMode::k2p5d),
+      ConfigError,
+      "parallel.tp_depth=",
+      p.tp_depth,
+      " is the depth of parallel.tp_mode=2.5d (parallel.tp = q^2 x "
+      "tp_depth); with parallel.tp_mode=",
+      to_string(p.tp_mode),
+      " and parallel.tp=",
+      p.tp,
+      " leave it at 1");
   // The checks of the configured mode itself live with the mode
   // (parallel/tensor_parallel_mode.h) and run before anything is
   // allocated.

@@ -30,7 +30,7 @@ enum class LarsModeKind { kPaper, kColossal };
 enum class DpMode { kMpi, kThreads };
 enum class PipeSchedule { kNaive, kGpipe, kOneFOneB, kInterleaved };
 enum class Recompute { kNone, kBlock };
-enum class TpMode { k1d, k2d };
+enum class TpMode { k1d, k2d, k2p5d, k3d };
 enum class SpAttention { kRsa, kRing, kUlysses };
 
 // One table per enum: every enumerator with its name, in declaration
@@ -116,7 +116,10 @@ struct EnumNames<Recompute> {
 template <>
 struct EnumNames<TpMode> {
   static constexpr EnumName<TpMode> kTable[] = {
-      {TpMode::k1d, "1d"}, {TpMode::k2d, "2d"}};
+      {TpMode::k1d, "1d"},
+      {TpMode::k2d, "2d"},
+      {TpMode::k2p5d, "2.5d"},
+      {TpMode::k3d, "3d"}};
 };
 template <>
 struct EnumNames<SpAttention> {
@@ -272,7 +275,10 @@ struct ParallelConfig {
   // Tensor parallelism (world = dp x pp x tp):
   int tp = 1;  // parallel.tp >= 1: tensor-parallel ranks per layer
   TpMode tp_mode = TpMode::k1d;  // parallel.tp_mode: 1d (Megatron) | 2d
-                                 // (SUMMA, q x q grid, tp = q^2)
+                                 // (SUMMA, q x q grid, tp = q^2) | 2.5d
+                                 // (Tesseract, d q x q grids, tp = q^2 d) |
+                                 // 3d (a p x p x p cube, tp = p^3)
+  int tp_depth = 1;              // parallel.tp_depth >= 1: d, the grids of 2.5d
   bool tp_seq = false;  // parallel.tp_seq: sequence-split LayerNorm/dropout
                         // regions (all-gather / reduce-scatter boundaries)
   std::string order = "dp,pp,tp";  // parallel.order: mesh axes, outermost

@@ -8,9 +8,14 @@
 //
 // Modes today: none (parallel.tp = 1: the serial layers, axis "tp" of size
 // 1), 1d (Megatron column/row split over axis "tp", optionally with
-// sequence-split regions, parallel.tp_seq) and 2d (SUMMA on a q x q grid,
+// sequence-split regions, parallel.tp_seq), 2d (SUMMA on a q x q grid,
 // axes "tp_row" x "tp_col", parallel.tp = q^2: grid row i takes row-block
-// i of every micro-batch's samples, tp2d_builder.h).
+// i of every micro-batch's samples, tp2d_builder.h), 2.5d (Tesseract:
+// parallel.tp_depth = d such grids on axis "tp_dep", parallel.tp = q^2 d;
+// grid k row i takes row-block k q + i, and gradients are summed over
+// "tp_dep") and 3d (a p x p x p cube on axes "tp_out" x "tp_in" x "tp_wt",
+// parallel.tp = p^3: rank (out, in, wt) takes block wt p + in of p^2 of
+// every micro-batch's samples, tp3d_cube.h).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +55,10 @@ class TensorParallelMode {
   // evaluation statistics are summed over them, and over none of the
   // mode's other axes (whose ranks repeat the same statistics).
   virtual std::vector<std::string> sample_axes() const;
+  // The mode's mesh axes whose ranks hold the same parameters but other
+  // samples: parameter gradients are summed over them together with the
+  // data-parallel replicas' (2.5D's depth).
+  virtual std::vector<std::string> replica_axes() const;
 };
 
 // The configured mode. Throws ConfigError when the config does not fit it

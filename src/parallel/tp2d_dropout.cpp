@@ -5,7 +5,10 @@
 namespace ndt {
 
 Dropout2d::Dropout2d(const std::string& name, float p, Mesh& mesh)
-    : Dropout(name, p), q_(mesh.size("tp_col")), j_(mesh.coord("tp_col")) {}
+    : Dropout2d(name, p, mesh.size("tp_col"), mesh.coord("tp_col")) {}
+
+Dropout2d::Dropout2d(const std::string& name, float p, int parts, int index)
+    : Dropout(name, p), q_(parts), j_(index) {}
 
 // My first element: sample b0's first element (a sample holds q times my
 // elements per sample) plus the features of the column blocks before j.

@@ -10,6 +10,8 @@
 //
 //   x, y, dy, dx  [B/q, .., C/q]; no communication; identity when p == 0
 //                 or when not training.
+// 3D tensor parallelism uses the same layer for its side-A activations
+// (tp3d_cube.h): features block coord("tp_out") of p.
 #pragma once
 
 #include <string>
@@ -23,6 +25,9 @@ class Dropout2d final : public Dropout {
  public:
   // The grid from mesh axes "tp_row" x "tp_col" (j = coord("tp_col")).
   Dropout2d(const std::string& name, float p, Mesh& mesh);
+  // Any layout whose block is my samples' feature block `index` of
+  // `parts` (3D: the side-A activations, features split over "tp_out").
+  Dropout2d(const std::string& name, float p, int parts, int index);
 
  protected:
   uint64_t offset(const Tensor& x, const RunState& run) const override;

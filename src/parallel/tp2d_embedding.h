@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "base/fault.h"
 #include "comm/mesh.h"
 #include "nn/embedding.h"
 #include "nn/module.h"
@@ -52,5 +53,25 @@ std::unique_ptr<Module> token_embedding_2d(
 // q: ConfigError naming the layer).
 std::unique_ptr<Module> patch_embedding_2d(
     const PatchEmbeddingOptions& options, Mesh& mesh);
+
+// The same layers for any layout that splits the activations' features
+// over one mesh axis and the samples over a group (3D: "tp_out" and
+// {"tp_wt", "tp_in"}); the 2D forms above are these with ("tp_col", my
+// row, my column).
+struct FeatureSplit {
+  const char* axis;        // the mesh axis splitting the features
+  ProcessGroup& features;  // its group (rank = my feature block)
+  ProcessGroup& samples;   // the ranks holding the other samples
+  Fault skip_fault;        // GroupGradSum's injected fault
+};
+std::unique_ptr<Module> token_embedding_sharded(
+    const std::string& name,
+    int vocab,
+    int max_tokens,
+    int C,
+    float init_std,
+    const FeatureSplit& split);
+std::unique_ptr<Module> patch_embedding_sharded(
+    const PatchEmbeddingOptions& options, const FeatureSplit& split);
 
 }  // namespace ndt

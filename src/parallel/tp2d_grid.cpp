@@ -38,8 +38,9 @@ Layout grid_vector_layout(
       {shard("tp_col", 0, row, blocks), shard("tp_row", 0, col, 1)}};
 }
 
-Layout grid_feature_layout(Shape global, int dim, const ProcessGroup& row) {
-  return Layout{std::move(global), {shard("tp_col", dim, row, 1)}};
+Layout grid_feature_layout(
+    Shape global, int dim, const ProcessGroup& row, const char* axis) {
+  return Layout{std::move(global), {shard(axis, dim, row, 1)}};
 }
 
 Tensor gather_column_slice(const Tensor& piece, ProcessGroup& col) {

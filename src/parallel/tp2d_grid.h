@@ -32,7 +32,12 @@ Layout grid_vector_layout(
     const ProcessGroup& col,
     int blocks = 1);
 
-Layout grid_feature_layout(Shape global, int dim, const ProcessGroup& row);
+// Sharded on `dim` over `axis` (default "tp_col"), whose group is `row`.
+Layout grid_feature_layout(
+    Shape global,
+    int dim,
+    const ProcessGroup& row,
+    const char* axis = "tp_col");
 
 // My column's slice [features/q] of a vector from my piece [features/q^2]
 // (all-gather along my column).

@@ -16,20 +16,42 @@ ReplicatedLinear2d::ReplicatedLinear2d(
     Act act,
     float init_std,
     Mesh& mesh)
-    : row_(mesh.group("tp_col")), in_local_(in_features / row_.size()) {
+    : ReplicatedLinear2d(
+          name,
+          in_features,
+          out_features,
+          bias,
+          act,
+          init_std,
+          mesh.group("tp_col"),
+          mesh.group("tp_row"),
+          Fault::kTp2dSkipColReduce) {}
+
+ReplicatedLinear2d::ReplicatedLinear2d(
+    const std::string& name,
+    int in_features,
+    int out_features,
+    bool bias,
+    Act act,
+    float init_std,
+    ProcessGroup& features,
+    ProcessGroup& samples,
+    Fault skip_fault)
+    : row_(features), in_local_(in_features / row_.size()) {
   NDT_CHECK(
       in_features % row_.size() == 0,
       ConfigError,
       name,
       ": in_features ",
       in_features,
-      " is not divisible by the 2D grid side ",
-      row_.size());
+      " is not divisible by the ",
+      row_.size(),
+      " feature blocks of the tensor-parallel layout");
   linear_ = std::make_unique<GroupGradSum>(
       std::make_unique<Linear>(
           name, in_features, out_features, bias, act, init_std),
-      mesh.group("tp_row"),
-      Fault::kTp2dSkipColReduce);
+      samples,
+      skip_fault);
 }
 
 // x [.., IC/q] -> whole rows [.., IC]: rank k of my row holds features

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "base/fault.h"
 #include "comm/mesh.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -41,6 +42,20 @@ class ReplicatedLinear2d final : public Module {
       Act act,
       float init_std,
       Mesh& mesh);
+  // The same layer for any layout whose input features are split over the
+  // ranks of `features` (in their rank order) and whose samples over the
+  // ranks of `samples` (3D: "tp_out" and {"tp_wt", "tp_in"}); skip_fault
+  // as GroupGradSum's.
+  ReplicatedLinear2d(
+      const std::string& name,
+      int in_features,
+      int out_features,
+      bool bias,
+      Act act,
+      float init_std,
+      ProcessGroup& features,
+      ProcessGroup& samples,
+      Fault skip_fault);
   Tensor forward(const Tensor& x, Context& ctx) override;
   Tensor backward(const Tensor& dy, Context& ctx) override;
   void collect_parameters(std::vector<Parameter*>& out) override;

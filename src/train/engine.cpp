@@ -93,12 +93,27 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   }
   opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum_axes_);
   schedule_ = make_lr_schedule(config, data_.train_size());
-  // Sequence-parallel ranks see a share of every sample's tokens: their
-  // gradients are summed with the data-parallel replicas'.
-  if (!threads_ && dp_ * sp_ > 1) {
+  // Sequence-parallel ranks see a share of every sample's tokens, and the
+  // mode's replica axes (2.5D's depth) other samples: their gradients are
+  // summed with the data-parallel replicas', as one reduction.
+  std::vector<std::string> grad_axes = {"dp"};
+  for (const std::string& a : mode_->replica_axes()) {
+    if (!NDT_FAULT(kTp2p5dSkipDepthReduce))
+      grad_axes.push_back(a);
+  }
+  grad_axes.push_back("sp");
+  int grad_ranks = 1;
+  for (const std::string& a : grad_axes)
+    grad_ranks *= mesh.size(a);
+  if (!threads_ && grad_ranks > 1) {
+    std::vector<std::string> used;
+    for (const std::string& a : grad_axes) {
+      if (mesh.size(a) > 1)
+        used.push_back(a);
+    }
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],
-        sp_ > 1 ? mesh.group({"dp", "sp"}) : mesh.group("dp"),
+        used.size() == 1 ? mesh.group(used[0]) : mesh.group(used),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)));
     ddp_->check_replicas_identical();
   }

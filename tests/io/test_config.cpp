@@ -569,7 +569,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["data"].size(), 4u);
   EXPECT_EQ(j["train"].size(), 11u);
   EXPECT_EQ(j["optim"].size(), 21u);
-  EXPECT_EQ(j["parallel"].size(), 15u);
+  EXPECT_EQ(j["parallel"].size(), 16u);
   EXPECT_EQ(j["comm"].size(), 1u);
   EXPECT_EQ(j["verify"].size(), 1u);
 

@@ -6,7 +6,8 @@
 # order), and the resumed run must log no step before 4 (a run that ignored
 # train.resume would start at step 1 and reproduce the same losses). Pairs: pipeline (pp=2, 1F1B) -> serial, serial -> dp=2 x pp=2,
 # dp=2 x pp=2 x tp=2 (sequence-split regions) -> tp=4 and -> serial, and
-# pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D.
+# pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D, and 2.5D
+# (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -81,4 +82,11 @@ compare "pp=2 x 2d tp=4 -> serial" "$work/tp2d" "$work/tp2d_to_serial" || exit 1
 run 4 "$work/serial_to_tp2d" parallel.tp=4 parallel.tp_mode=2d \
   train.resume="$work/serial/checkpoints/step-3"
 compare "serial -> 2d tp=4" "$work/serial" "$work/serial_to_tp2d" || exit 1
+
+run 8 "$work/tp2p5d" parallel.tp=8 parallel.tp_mode=2.5d parallel.tp_depth=2
+run 8 "$work/tp2p5d_to_tp3d" parallel.tp=8 parallel.tp_mode=3d \
+  train.resume="$work/tp2p5d/checkpoints/step-3"
+compare "2.5d tp=8 -> 3d tp=8" "$work/tp2p5d" "$work/tp2p5d_to_tp3d" || exit 1
+run 1 "$work/tp2p5d_to_serial" train.resume="$work/tp2p5d/checkpoints/step-3"
+compare "2.5d tp=8 -> serial" "$work/tp2p5d" "$work/tp2p5d_to_serial" || exit 1
 echo PASS

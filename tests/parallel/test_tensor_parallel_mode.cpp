@@ -175,10 +175,10 @@ TEST(TensorParallelMode, Tp2dSplitsMustBeExact) {
       {"model.heads (1)", "q = 2"});
   expect_has(
       mode_error(gpt({"parallel.tp=4", mode, "model.dim=34", "model.heads=2"})),
-      {"model.dim (34)", "parallel.tp (4"});
+      {"model.dim (34)", "q^2 = 4", "parallel.tp=4"});
   expect_has(
       mode_error(gpt({"parallel.tp=4", mode, "model.mlp_dim=66"})),
-      {"model.mlp_dim (66)", "parallel.tp (4"});
+      {"model.mlp_dim (66)", "q^2 = 4", "parallel.tp=4"});
   expect_has(
       mode_error(gpt({"parallel.tp=4", mode, "model.vocab=255"})),
       {"model.vocab (255)", "q = 2"});
@@ -196,6 +196,93 @@ TEST(TensorParallelMode, Tp2dSplitsMustBeExact) {
        "model.mlp_dim=72",
        "model.vocab=255",
        "train.batch_size=9"})));
+}
+
+// 2.5D: d grids of q x q on axes tp_dep x tp_row x tp_col (depth
+// outermost); grid k, row i takes row-block k q + i of d q; gradients are
+// summed over tp_dep, the statistics over tp_dep and tp_row.
+TEST(TensorParallelMode, Tp2p5dAxesSampleRowsAndReplicaAxis) {
+  const Config c =
+      gpt({"parallel.tp=8", "parallel.tp_mode=2.5d", "parallel.tp_depth=2"});
+  const std::vector<MeshAxis> axes = mesh_axes(c);
+  ASSERT_EQ(axes.size(), 6u);
+  const char* names[] = {"dp", "pp", "tp_dep", "tp_row", "tp_col", "sp"};
+  const int sizes[] = {1, 1, 2, 2, 2, 1};
+  for (size_t k = 0; k < axes.size(); ++k) {
+    EXPECT_EQ(axes[k].name, names[k]);
+    EXPECT_EQ(axes[k].size, sizes[k]) << axes[k].name;
+  }
+  const auto mode = make_tensor_parallel_mode(c);
+  // [B/(d q), T, C/q].
+  EXPECT_EQ(mode->local_activation({8, 16, 32}), (Shape{2, 16, 16}));
+  EXPECT_EQ(
+      mode->sample_axes(), (std::vector<std::string>{"tp_dep", "tp_row"}));
+  EXPECT_EQ(mode->replica_axes(), std::vector<std::string>{"tp_dep"});
+  // 2D has no replica axis.
+  EXPECT_TRUE(
+      make_tensor_parallel_mode(gpt({"parallel.tp=4", "parallel.tp_mode=2d"}))
+          ->replica_axes()
+          .empty());
+  std::vector<SampleRows> rows(8);
+  std::vector<std::string> error(8);
+  run_local(8, [&](ProcessGroup& pg) {
+    Mesh mesh(pg, {2, 2, 2}, {"tp_dep", "tp_row", "tp_col"});
+    rows[pg.rank()] = mode->sample_rows(mesh, 12);
+    try {
+      mode->sample_rows(mesh, 6);
+    } catch (const ConfigError& e) {
+      error[pg.rank()] = e.what();
+    }
+  });
+  for (int r = 0; r < 8; ++r) {
+    const int k = r / 4, i = (r / 2) % 2;
+    EXPECT_EQ(rows[r].first, 3 * (2 * k + i)) << "rank " << r;
+    EXPECT_EQ(rows[r].count, 3) << "rank " << r;
+    expect_has(
+        error[r],
+        {"parallel.tp_mode=2.5d", "6 samples", "4 grid rows of all grids"});
+  }
+}
+
+TEST(TensorParallelMode, Tp2p5dSplitsMustBeExact) {
+  const std::string mode = "parallel.tp_mode=2.5d";
+  expect_has(
+      mode_error(gpt({"parallel.tp=8", mode, "parallel.tp_depth=3"})),
+      {"parallel.tp=8", "parallel.tp_depth=3", "q^2 x 3", "12, 27"});
+  expect_has(
+      mode_error(gpt({"parallel.tp=6", mode, "parallel.tp_depth=2"})),
+      {"parallel.tp=6", "q^2 x 2"});
+  // 8 samples / 4 micro-batches = 2 do not split over d q = 4 grid rows.
+  expect_has(
+      mode_error(gpt(
+          {"parallel.tp=8",
+           mode,
+           "parallel.tp_depth=2",
+           "parallel.microbatches=4"})),
+      {mode, "4 grid rows of all grids", "= 2 samples"});
+  expect_has(
+      mode_error(gpt(
+          {"parallel.tp=8", mode, "parallel.tp_depth=2", "model.mlp_dim=66"})),
+      {"model.mlp_dim (66)", "q^2 = 4", mode});
+  // tp_depth belongs to 2.5d.
+  std::string msg;
+  try {
+    gpt({"parallel.tp=4", "parallel.tp_mode=2d", "parallel.tp_depth=2"});
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  expect_has(
+      msg, {"parallel.tp_depth=2", "parallel.tp_mode=2d", "leave it at 1"});
+  // A valid 3 x 3 x 2.
+  EXPECT_NO_THROW(make_tensor_parallel_mode(gpt(
+      {"parallel.tp=18",
+       mode,
+       "parallel.tp_depth=2",
+       "model.dim=36",
+       "model.heads=3",
+       "model.mlp_dim=72",
+       "model.vocab=255",
+       "train.batch_size=18"})));
 }
 
 }  // namespace

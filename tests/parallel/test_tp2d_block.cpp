@@ -5,7 +5,9 @@
 // MLP pair), master-vs-shard. Each rank feeds its block of x [B, T, C]
 // (samples of row-block i, features of column-block j) and of dy, and
 // compares its block of y and dx and every parameter gradient with the
-// serial block's (Layout::take_local). Causal and not; q = 2 and 3.
+// serial block's (Layout::take_local). Causal and not; q = 2 and 3; and
+// 2.5D (grid_rank.h): q = 2 on d = 2 grids, each grid its row-blocks of
+// the samples, the parameter gradients summed over the grids.
 //
 // Tolerance: max |a - b| / max |b| <= 1e-5 (sums over q blocks replace
 // serial sums); 0 for the parameter values after init.
@@ -18,6 +20,7 @@
 
 #include "comm/local_process_group.h"
 #include "comm/mesh.h"
+#include "grid_rank.h"
 #include "nn/transformer_block.h"
 #include "ops/ops.h"
 #include "parallel/tp2d_builder.h"
@@ -32,15 +35,17 @@ constexpr double kTol = 1e-5;
 constexpr uint64_t kSeed = 9;
 
 struct Case {
-  int q, B, T, C, heads, F;
+  test::GridCase grid;
+  int B, T, C, heads, F;
   bool causal;
 };
 
 void check(const Case& k) {
-  std::vector<std::vector<std::pair<std::string, double>>> got(k.q * k.q);
-  run_local(k.q * k.q, [&](ProcessGroup& pg) {
-    Mesh mesh(pg, {k.q, k.q}, {"tp_row", "tp_col"});
-    const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
+  const int ranks = k.grid.d * k.grid.q * k.grid.q;
+  std::vector<std::vector<std::pair<std::string, double>>> got(ranks);
+  run_local(ranks, [&](ProcessGroup& pg) {
+    Mesh mesh = test::grid_mesh(pg, k.grid);
+    const test::GridRank me(mesh);
     TransformerBlockOptions o;
     o.name = "blocks.0";
     o.dim = k.C;
@@ -75,34 +80,40 @@ void check(const Case& k) {
     const Tensor dy = test::randn({k.B, k.T, k.C}, kSeed, "dy");
     Context cs, cp;
     Tensor ys = serial.forward(x, cs);
-    Tensor yp = par.forward(test::grid_block(x, k.q, i, j), cp);
-    res.push_back({"y", rel_diff(yp, test::grid_block(ys, k.q, i, j))});
+    Tensor yp = par.forward(me.block(x), cp);
+    res.push_back({"y", rel_diff(yp, me.block(ys))});
     Tensor dxs = serial.backward(dy, cs);
-    Tensor dxp = par.backward(test::grid_block(dy, k.q, i, j), cp);
-    res.push_back({"dx", rel_diff(dxp, test::grid_block(dxs, k.q, i, j))});
+    Tensor dxp = par.backward(me.block(dy), cp);
+    res.push_back({"dx", rel_diff(dxp, me.block(dxs))});
+    test::sum_over_depth(mesh, pp);
     for (size_t n = 0; n < ps.size(); ++n) {
       res.push_back(
           {pp[n]->name + " grad",
            rel_diff(pp[n]->grad, pp[n]->layout.take_local(ps[n]->grad))});
     }
   });
-  for (int r = 0; r < k.q * k.q; ++r) {
+  for (int r = 0; r < ranks; ++r) {
     ASSERT_GT(got[r].size(), 2u) << "rank " << r << " checked nothing";
     for (const auto& [what, diff] : got[r]) {
       const double tol = what.find(" init") != std::string::npos ? 0 : kTol;
-      EXPECT_LE(diff, tol) << "q=" << k.q << " causal=" << k.causal << " rank "
-                           << r << ": " << what;
+      EXPECT_LE(diff, tol) << test::grid_label(k.grid) << " causal=" << k.causal
+                           << " rank " << r << ": " << what;
     }
   }
 }
 
 TEST(Tp2dBlock, MatchesSerialQ2) {
-  check({2, 4, 3, 16, 4, 32, false});
-  check({2, 2, 5, 16, 2, 32, true});
+  check({{2, 1}, 4, 3, 16, 4, 32, false});
+  check({{2, 1}, 2, 5, 16, 2, 32, true});
 }
 
 TEST(Tp2dBlock, MatchesSerialQ3) {
-  check({3, 3, 4, 36, 6, 72, true});
+  check({{3, 1}, 3, 4, 36, 6, 72, true});
+}
+
+TEST(Tp2p5dBlock, MatchesSerialQ2D2) {
+  check({{2, 2}, 8, 3, 16, 4, 32, false});
+  check({{2, 2}, 4, 5, 16, 2, 32, true});
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// The layers of 2D tensor parallelism outside the transformer block, each
-// against its serial oracle, master-vs-shard (CONVENTIONS.md 5) on q x q
-// threads (run_local, mesh axes tp_row x tp_col), q = 2 and 3: Dropout2d,
+// The layers of 2D and 2.5D tensor parallelism outside the transformer
+// block, each against its serial oracle, master-vs-shard (CONVENTIONS.md
+// 5) on d grids of q x q threads (run_local, grid_rank.h): 2D at q = 2 and
+// 3, 2.5D at q = 2, d = 2 (parameter gradients summed over the grids, as
+// the engine's gradient reduction does): Dropout2d,
 // the token and patch embeddings (tp2d_embedding.h), ReplicatedLinear2d,
 // the classifier head built by Tp2dBuilder and LmHead2d. Every rank feeds
-// its block of the global input (samples of row-block i; features of
+// its block of the global input (samples of row-block k q + i; features of
 // column-block j where the input has features) and of the output gradient,
 // and compares its block of the output, the input gradient and every
 // parameter gradient (Layout::take_local of the serial tensor); the loss
@@ -26,6 +28,7 @@
 
 #include "comm/local_process_group.h"
 #include "comm/mesh.h"
+#include "grid_rank.h"
 #include "nn/builder.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -42,7 +45,9 @@
 namespace ndt {
 namespace {
 
-using test::grid_block;
+using test::GridCase;
+using test::GridRank;
+using test::kGridCases;
 using test::randn;
 using test::rel_diff;
 
@@ -57,21 +62,22 @@ struct Check {
 };
 using Checks = std::vector<std::vector<Check>>;  // per rank
 
-// Runs `body` on every rank of a q x q grid and expects every check.
+// Runs `body` on every rank of the grids and expects every check.
 void on_grid(
-    int q,
+    const GridCase& g,
     const std::string& label,
     const std::function<void(Mesh&, std::vector<Check>&)>& body) {
-  Checks got(q * q);
-  run_local(q * q, [&](ProcessGroup& pg) {
-    Mesh mesh(pg, {q, q}, {"tp_row", "tp_col"});
+  const int n = g.d * g.q * g.q;
+  Checks got(n);
+  run_local(n, [&](ProcessGroup& pg) {
+    Mesh mesh = test::grid_mesh(pg, g);
     body(mesh, got[pg.rank()]);
   });
-  for (int r = 0; r < q * q; ++r) {
+  for (int r = 0; r < n; ++r) {
     ASSERT_FALSE(got[r].empty()) << label << " rank " << r << " checked none";
     for (const Check& c : got[r]) {
-      EXPECT_LE(c.diff, c.tol)
-          << label << " q=" << q << " rank " << r << ": " << c.what;
+      EXPECT_LE(c.diff, c.tol) << label << " " << test::grid_label(g)
+                               << " rank " << r << ": " << c.what;
     }
   }
 }
@@ -103,10 +109,13 @@ void init_pair(
   }
 }
 
+// After the gradients of pp are summed over the grids.
 void check_grads(
+    Mesh& mesh,
     const std::vector<Parameter*>& ps,
     const std::vector<Parameter*>& pp,
     std::vector<Check>& out) {
+  test::sum_over_depth(mesh, pp);
   for (size_t k = 0; k < ps.size() && k < pp.size(); ++k) {
     out.push_back(
         {pp[k]->name + " grad",
@@ -115,17 +124,12 @@ void check_grads(
   }
 }
 
-// Rows [i B/q, (i+1) B/q) of t (ids, images, targets): my samples.
-Tensor my_samples(const Tensor& t, int q, int i) {
-  const int64_t b = t.dim(0) / q;
-  return t.rows(i * b, b);
-}
-
 TEST(Dropout2d, DrawsTheSerialMaskOnMyBlock) {
-  for (int q : {2, 3}) {
-    on_grid(q, "dropout", [q](Mesh& mesh, std::vector<Check>& out) {
-      const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
-      const int B = 2 * q, T = 5, C = 4 * q;
+  for (const GridCase& g : kGridCases) {
+    const int q = g.q;
+    on_grid(g, "dropout", [&g, q](Mesh& mesh, std::vector<Check>& out) {
+      const GridRank me(mesh);
+      const int B = 2 * q * g.d, T = 5, C = 4 * q;
       const Tensor x = randn({B, T, C}, kSeed, "x");
       const Tensor dy = randn({B, T, C}, kSeed, "dy");
       Dropout serial("blocks.0.mlp.drop", 0.3f);
@@ -134,13 +138,13 @@ TEST(Dropout2d, DrawsTheSerialMaskOnMyBlock) {
       cs.run.seed = cp.run.seed = kSeed;
       cs.run.step = cp.run.step = 4;
       cs.run.sample_offset = 6;  // the micro-batch's first global sample
-      cp.run.sample_offset = 6 + i * (B / q);  // mine
+      cp.run.sample_offset = 6 + me.row() * (B / (q * g.d));  // mine
       const Tensor ys = serial.forward(x, cs);
-      const Tensor yp = par.forward(grid_block(x, q, i, j), cp);
-      out.push_back({"y", rel_diff(yp, grid_block(ys, q, i, j)), 0});
+      const Tensor yp = par.forward(me.block(x), cp);
+      out.push_back({"y", rel_diff(yp, me.block(ys)), 0});
       const Tensor dxs = serial.backward(dy, cs);
-      const Tensor dxp = par.backward(grid_block(dy, q, i, j), cp);
-      out.push_back({"dx", rel_diff(dxp, grid_block(dxs, q, i, j)), 0});
+      const Tensor dxp = par.backward(me.block(dy), cp);
+      out.push_back({"dx", rel_diff(dxp, me.block(dxs)), 0});
     });
   }
 }
@@ -148,10 +152,11 @@ TEST(Dropout2d, DrawsTheSerialMaskOnMyBlock) {
 // Two micro-batches accumulate into the table gradients (the column sum
 // adds each call's contribution once).
 TEST(TokenEmbedding2d, MatchesSerial) {
-  for (int q : {2, 3}) {
-    on_grid(q, "token embedding", [q](Mesh& mesh, std::vector<Check>& out) {
-      const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
-      const int B = 2 * q, T = 5, Tmax = 7, V = 11, C = 6 * q;
+  for (const GridCase& g : kGridCases) {
+    const int q = g.q;
+    on_grid(g, "token embedding", [&g, q](Mesh& mesh, std::vector<Check>& out) {
+      const GridRank me(mesh);
+      const int B = 2 * q * g.d, T = 5, Tmax = 7, V = 11, C = 6 * q;
       TokenEmbedding serial("embed", V, Tmax, C, 0.2f);
       auto par = token_embedding_2d("embed", V, Tmax, C, 0.2f, mesh);
       const std::vector<Parameter*> ps = serial.parameters();
@@ -163,21 +168,22 @@ TEST(TokenEmbedding2d, MatchesSerial) {
         const Tensor dy = randn({B, T, C}, kSeed, "dy" + mb);
         Context cs, cp;
         const Tensor ys = serial.forward(ids, cs);
-        const Tensor yp = par->forward(my_samples(ids, q, i), cp);
-        out.push_back({"y" + mb, rel_diff(yp, grid_block(ys, q, i, j)), 0});
+        const Tensor yp = par->forward(me.samples(ids), cp);
+        out.push_back({"y" + mb, rel_diff(yp, me.block(ys)), 0});
         serial.backward(dy, cs);
-        par->backward(grid_block(dy, q, i, j), cp);
+        par->backward(me.block(dy), cp);
       }
-      check_grads(ps, pp, out);
+      check_grads(mesh, ps, pp, out);
     });
   }
 }
 
 TEST(PatchEmbedding2d, MatchesSerialWithAndWithoutClassToken) {
-  for (int q : {2, 3}) {
+  for (const GridCase& g : kGridCases) {
+    const int q = g.q;
     for (bool cls : {true, false}) {
-      on_grid(q, "patch embedding", [&](Mesh& mesh, std::vector<Check>& out) {
-        const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
+      on_grid(g, "patch embedding", [&](Mesh& mesh, std::vector<Check>& out) {
+        const GridRank me(mesh);
         PatchEmbeddingOptions o;
         o.image_size = 8;
         o.channels = 2;
@@ -185,7 +191,7 @@ TEST(PatchEmbedding2d, MatchesSerialWithAndWithoutClassToken) {
         o.dim = 4 * q;
         o.cls_token = cls;
         o.init_std = 0.2f;
-        const int B = 2 * q;
+        const int B = 2 * q * g.d;
         PatchEmbedding serial(o);
         auto par = patch_embedding_2d(o, mesh);
         const std::vector<Parameter*> ps = serial.parameters();
@@ -195,38 +201,41 @@ TEST(PatchEmbedding2d, MatchesSerialWithAndWithoutClassToken) {
         const Tensor dy = randn({B, serial.tokens(), o.dim}, kSeed, "dy");
         Context cs, cp;
         const Tensor ys = serial.forward(images, cs);
-        const Tensor yp = par->forward(my_samples(images, q, i), cp);
-        out.push_back({"y", rel_diff(yp, grid_block(ys, q, i, j)), kSumTol});
+        const Tensor yp = par->forward(me.samples(images), cp);
+        out.push_back({"y", rel_diff(yp, me.block(ys)), kSumTol});
         serial.backward(dy, cs);
-        par->backward(grid_block(dy, q, i, j), cp);
-        check_grads(ps, pp, out);
+        par->backward(me.block(dy), cp);
+        check_grads(mesh, ps, pp, out);
       });
     }
   }
 }
 
 TEST(ReplicatedLinear2d, MatchesSerial) {
-  for (int q : {2, 3}) {
-    on_grid(q, "replicated linear", [q](Mesh& mesh, std::vector<Check>& out) {
-      const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
-      const int N = 3 * q, IC = 4 * q, OC = 10;
-      Linear serial("head.out", IC, OC, true, Act::kNone, 0.3f);
-      ReplicatedLinear2d par("head.out", IC, OC, true, Act::kNone, 0.3f, mesh);
-      const std::vector<Parameter*> ps = serial.parameters();
-      const std::vector<Parameter*> pp = par.parameters();
-      init_pair(ps, pp, out);
-      const Tensor x = randn({N, IC}, kSeed, "x");
-      const Tensor dy = randn({N, OC}, kSeed, "dy");
-      Context cs, cp;
-      const Tensor ys = serial.forward(x, cs);
-      const Tensor yp = par.forward(grid_block(x, q, i, j), cp);
-      // The whole output features of my samples, on every rank of my row.
-      out.push_back({"y", rel_diff(yp, my_samples(ys, q, i)), kSumTol});
-      const Tensor dxs = serial.backward(dy, cs);
-      const Tensor dxp = par.backward(my_samples(dy, q, i), cp);
-      out.push_back({"dx", rel_diff(dxp, grid_block(dxs, q, i, j)), kSumTol});
-      check_grads(ps, pp, out);
-    });
+  for (const GridCase& g : kGridCases) {
+    const int q = g.q;
+    on_grid(
+        g, "replicated linear", [&g, q](Mesh& mesh, std::vector<Check>& out) {
+          const GridRank me(mesh);
+          const int N = 3 * q * g.d, IC = 4 * q, OC = 10;
+          Linear serial("head.out", IC, OC, true, Act::kNone, 0.3f);
+          ReplicatedLinear2d par(
+              "head.out", IC, OC, true, Act::kNone, 0.3f, mesh);
+          const std::vector<Parameter*> ps = serial.parameters();
+          const std::vector<Parameter*> pp = par.parameters();
+          init_pair(ps, pp, out);
+          const Tensor x = randn({N, IC}, kSeed, "x");
+          const Tensor dy = randn({N, OC}, kSeed, "dy");
+          Context cs, cp;
+          const Tensor ys = serial.forward(x, cs);
+          const Tensor yp = par.forward(me.block(x), cp);
+          // The whole output features of my samples, on every rank of my row.
+          out.push_back({"y", rel_diff(yp, me.samples(ys)), kSumTol});
+          const Tensor dxs = serial.backward(dy, cs);
+          const Tensor dxp = par.backward(me.samples(dy), cp);
+          out.push_back({"dx", rel_diff(dxp, me.block(dxs)), kSumTol});
+          check_grads(mesh, ps, pp, out);
+        });
   }
 }
 
@@ -234,17 +243,17 @@ TEST(ReplicatedLinear2d, MatchesSerial) {
 // rows): LossStats summed over the grid rows equal the serial ones, and
 // the input and parameter gradients of scale * loss match.
 void check_head(
-    int q,
+    const GridCase& g,
     const std::string& label,
     const Tensor& x,
     const Tensor& targets,
     const std::function<std::unique_ptr<LossHead>()>& make_serial,
     const std::function<std::unique_ptr<LossHead>(Mesh&)>& make_par) {
-  const int n = q * q;
-  std::vector<LossStats> stats(n);
+  const int q = g.q, rows = g.d * g.q;
+  std::vector<LossStats> stats(rows * q);
   LossStats want;
-  on_grid(q, label, [&](Mesh& mesh, std::vector<Check>& out) {
-    const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
+  on_grid(g, label, [&](Mesh& mesh, std::vector<Check>& out) {
+    const GridRank me(mesh);
     auto serial = make_serial();
     auto par = make_par(mesh);
     std::vector<Parameter*> ps, pp;
@@ -254,23 +263,20 @@ void check_head(
     Context cs, cp;
     LossStats s;
     serial->forward(x, targets, cs, s);
-    par->forward(
-        grid_block(x, q, i, j),
-        my_samples(targets, q, i),
-        cp,
-        stats[mesh.rank()]);
+    par->forward(me.block(x), me.samples(targets), cp, stats[mesh.rank()]);
     if (mesh.rank() == 0)
       want = s;
     const float scale = 1.0f / float(s.count);
     const Tensor dxs = serial->backward(cs, scale);
     const Tensor dxp = par->backward(cp, scale);
-    out.push_back({"dx", rel_diff(dxp, grid_block(dxs, q, i, j)), kSumTol});
-    check_grads(ps, pp, out);
+    out.push_back({"dx", rel_diff(dxp, me.block(dxs)), kSumTol});
+    check_grads(mesh, ps, pp, out);
   });
-  // Every rank of a grid row holds its row block's statistics.
+  // Every rank of a grid row holds its row block's statistics (rank
+  // r q + j: row-block r, column j).
   for (int j = 0; j < q; ++j) {
     LossStats sum;
-    for (int i = 0; i < q; ++i) {
+    for (int i = 0; i < rows; ++i) {
       const LossStats& r = stats[i * q + j];
       sum.loss_sum += r.loss_sum;
       sum.count += r.count;
@@ -286,18 +292,19 @@ void check_head(
 }
 
 TEST(ClassifierHead2d, MatchesSerialWithClassTokenAndMeanPooling) {
-  for (int q : {2, 3}) {
+  for (const GridCase& g : kGridCases) {
+    const int q = g.q;
     for (HeadPool pool : {HeadPool::kCls, HeadPool::kMean}) {
       ClassifierHeadOptions o;
       o.dim = 2 * q * q;
       o.classes = 10;
       o.pool = pool;
       o.init_std = 0.3f;
-      const int B = 2 * q, T = 4;
+      const int B = 2 * q * g.d, T = 4;
       const Tensor x = randn({B, T, o.dim}, kSeed, "x");
       const Tensor labels = test::int_tensor({B}, 10, 3, 1);
       check_head(
-          q,
+          g,
           pool == HeadPool::kCls ? "classifier (cls)" : "classifier (mean)",
           x,
           labels,
@@ -314,16 +321,17 @@ TEST(ClassifierHead2d, MatchesSerialWithClassTokenAndMeanPooling) {
 }
 
 TEST(LmHead2d, MatchesSerial) {
-  for (int q : {2, 3}) {
+  for (const GridCase& g : kGridCases) {
+    const int q = g.q;
     LmHeadOptions o;
     o.dim = 2 * q * q;
     o.vocab = 4 * q;
     o.init_std = 0.3f;
-    const int B = 2 * q, T = 5;
+    const int B = 2 * q * g.d, T = 5;
     const Tensor x = randn({B, T, o.dim}, kSeed, "x");
     const Tensor ids = test::int_tensor({B, T}, o.vocab, 5, 2);
     check_head(
-        q,
+        g,
         "LM head",
         x,
         ids,

@@ -7,7 +7,9 @@
 // output gradient (x [N, IC] as rows, the rank's block x_ij = row-block i,
 // column-block j), and compares its block of the output, the input gradient and
 // every parameter gradient. q = 2 and 3, with and without bias, and with GELU;
-// LayerNorm at q = 2 and 3.
+// LayerNorm at q = 2 and 3. 2.5D runs the same layers on d grids (grid_rank.h):
+// each grid its row-blocks of x, the parameter gradients summed over the
+// grids; q = 2, d = 2.
 //
 // Tolerances, max |a - b| / max |b| per tensor:
 //   0     parameter values after init (the counter RNG draws each global
@@ -25,6 +27,7 @@
 
 #include "comm/local_process_group.h"
 #include "comm/mesh.h"
+#include "grid_rank.h"
 #include "nn/layernorm.h"
 #include "nn/linear.h"
 #include "ops/ops.h"
@@ -55,11 +58,16 @@ struct Result {
 // every rank's blocks; in/out: the layer's input and output features.
 template <typename MakeSerial, typename MakePar>
 void check_layer(
-    int q, int in, int out, MakeSerial make_serial, MakePar make_par) {
-  std::vector<Result> results(q * q);
-  run_local(q * q, [&](ProcessGroup& pg) {
-    Mesh mesh(pg, {q, q}, {"tp_row", "tp_col"});
-    const int i = mesh.coord("tp_row"), j = mesh.coord("tp_col");
+    const test::GridCase& g,
+    int in,
+    int out,
+    MakeSerial make_serial,
+    MakePar make_par) {
+  const int n = g.d * g.q * g.q;
+  std::vector<Result> results(n);
+  run_local(n, [&](ProcessGroup& pg) {
+    Mesh mesh = test::grid_mesh(pg, g);
+    const test::GridRank me(mesh);
     Result& res = results[pg.rank()];
     auto serial_ptr = make_serial();
     auto par_ptr = make_par(mesh);
@@ -83,32 +91,33 @@ void check_layer(
     const Tensor dy = randn({kN, out}, kSeed, "dy");
     Context cs, cp;
     Tensor ys = serial.forward(x, cs);
-    Tensor yp = par.forward(test::grid_block(x, q, i, j), cp);
-    res.add("y", rel_diff(yp, test::grid_block(ys, q, i, j)));
+    Tensor yp = par.forward(me.block(x), cp);
+    res.add("y", rel_diff(yp, me.block(ys)));
     Tensor dxs = serial.backward(dy, cs);
-    Tensor dxp = par.backward(test::grid_block(dy, q, i, j), cp);
-    res.add("dx", rel_diff(dxp, test::grid_block(dxs, q, i, j)));
+    Tensor dxp = par.backward(me.block(dy), cp);
+    res.add("dx", rel_diff(dxp, me.block(dxs)));
+    test::sum_over_depth(mesh, pp);
     for (size_t k = 0; k < ps.size(); ++k) {
       res.add(
           pp[k]->name + " grad",
           rel_diff(pp[k]->grad, pp[k]->layout.take_local(ps[k]->grad)));
     }
   });
-  for (int r = 0; r < q * q; ++r) {
+  for (int r = 0; r < n; ++r) {
     const Result& res = results[r];
     ASSERT_FALSE(res.what.empty()) << "rank " << r << " checked nothing";
     for (size_t k = 0; k < res.what.size(); ++k) {
       const double tol =
           res.what[k].find("init") != std::string::npos ? 0.0 : kSumTol;
       EXPECT_LE(res.diff[k], tol)
-          << "q=" << q << " rank " << r << ": " << res.what[k];
+          << test::grid_label(g) << " rank " << r << ": " << res.what[k];
     }
   }
 }
 
-void check(int q, bool bias, Act act) {
+void check(const test::GridCase& g, bool bias, Act act) {
   check_layer(
-      q,
+      g,
       kIn,
       kOut,
       [&] {
@@ -121,9 +130,9 @@ void check(int q, bool bias, Act act) {
 }
 
 TEST(LayerNorm2d, MatchesSerial) {
-  for (int q : {2, 3}) {
+  for (const test::GridCase& g : test::kGridCases) {
     check_layer(
-        q,
+        g,
         kOut,
         kOut,
         [] { return std::make_unique<LayerNorm>("ln", kOut); },
@@ -134,14 +143,19 @@ TEST(LayerNorm2d, MatchesSerial) {
 }
 
 TEST(Linear2d, MatchesSerialQ2) {
-  check(2, false, Act::kNone);
-  check(2, true, Act::kNone);
-  check(2, true, Act::kGelu);
+  check({2, 1}, false, Act::kNone);
+  check({2, 1}, true, Act::kNone);
+  check({2, 1}, true, Act::kGelu);
 }
 
 TEST(Linear2d, MatchesSerialQ3) {
-  check(3, false, Act::kNone);
-  check(3, true, Act::kGelu);
+  check({3, 1}, false, Act::kNone);
+  check({3, 1}, true, Act::kGelu);
+}
+
+TEST(Linear2p5d, MatchesSerialQ2D2) {
+  check({2, 2}, false, Act::kNone);
+  check({2, 2}, true, Act::kGelu);
 }
 
 }  // namespace

@@ -297,6 +297,19 @@ expect tp2d_eval_split "the evaluation set (63 samples" \
   "${gpt[@]}" parallel.tp=4 parallel.tp_mode=2d train.eval_samples=63
 check tp2d_eval_split_before_training test ! -e "$work/r_2d/metrics.jsonl"
 
+# --- 2.5D and 3D tensor parallelism: splits checked before training ----
+expect tp2p5d_not_grids "must be q^2 x 2" \
+  nd train "${gpt[@]}" parallel.tp=6 parallel.tp_mode=2.5d parallel.tp_depth=2
+expect tp_depth_without_2p5d "leave it at 1" \
+  nd train "${gpt[@]}" parallel.tp=4 parallel.tp_mode=2d parallel.tp_depth=2
+expect tp3d_not_cube "parallel.tp must be a perfect cube" \
+  nd train "${gpt[@]}" parallel.tp=4 parallel.tp_mode=3d
+expect tp3d_heads "model.heads (3) must be divisible by the cube side p = 2" \
+  nd train "${gpt[@]}" parallel.tp=8 parallel.tp_mode=3d model.heads=3 \
+  model.dim=48 model.mlp_dim=96
+expect tp3d_batch "in p^2 = 4 blocks: train.batch_size (6)" \
+  nd train "${gpt[@]}" parallel.tp=8 parallel.tp_mode=3d train.batch_size=6
+
 # --- already handled before, kept working ------------------------------
 expect unknown_key "did you mean 'optim.lr'" train optim.lrr=1
 printf 'a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n' \

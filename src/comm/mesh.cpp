@@ -181,6 +181,13 @@ ProcessGroup& Mesh::group(const std::vector<std::string>& axes) {
   return make_group(idx);
 }
 
+std::vector<std::string> Mesh::group_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, g] : groups_)
+    out.push_back(name);
+  return out;
+}
+
 ProcessGroup& Mesh::make_group(const std::vector<int>& axes) {
   NDT_CHECK(!axes.empty(), ConfigError, "mesh: group of no axes");
   std::string name;

@@ -80,6 +80,9 @@ class Mesh {
   int size(std::string_view axis) const;
   // Index of `axis` in names(); ConfigError if unknown.
   int axis_index(std::string_view axis) const;
+  // The names of the groups made so far (every axis, and each multi-axis
+  // group after its first use), sorted.
+  std::vector<std::string> group_names() const;
 
  private:
   ProcessGroup& make_group(const std::vector<int>& axes);

@@ -1,10 +1,12 @@
 // ModelShape: one of the three models (nn/model.h) as one rank holds it
-// under 1D tensor parallelism over tp ranks, computed from the model's
-// options alone: per module (numbered as Model: 0 = input layer, 1 + i =
-// block i, last = head) its kind, its parameters in the order
-// collect_parameters() gives them with their local element counts and
-// whether tp shards them, and its output per sample (what a pipeline
-// stage sends). The plan's communication and memory formulas read it.
+// under a tensor-parallel mode (1d over tp ranks, 2d and 2.5d on q x q
+// grids, 3d on a p x p x p cube), computed from the model's options and the
+// parallel config alone: per module (numbered as Model: 0 = input layer,
+// 1 + i = block i, last = head) its kind, its parameters in the order
+// collect_parameters() gives them with their local element counts and the
+// mesh axes that shard them, and its output per sample (what a pipeline
+// stage sends, before the mode's split). The plan's communication and
+// memory formulas read it.
 //
 // Not here: building anything, or activations inside a module.
 //
@@ -36,7 +38,9 @@ enum class ModuleKind {
 struct ParamShape {
   std::string name;
   int64_t numel_local = 0;  // elements this rank holds
-  bool tp_sharded = false;  // Layout shards it over "tp" (tp > 1)
+  // The mesh axes of size > 1 its Layout shards it over, sorted (as
+  // optim/layer_norms.h's sharded_axes); empty when whole.
+  std::vector<std::string> shard_axes;
 };
 
 struct ModuleShape {
@@ -48,10 +52,13 @@ struct ModuleShape {
 struct ModelShape {
   ModelKind kind = ModelKind::kMlp;
   int tp = 1;
+  TpMode tp_mode = TpMode::k1d;   // k1d also when tp == 1
   int64_t tokens_per_sample = 1;  // T (1 for the MLP)
   int64_t dim = 0;                // C (transformers)
   int64_t mlp_dim = 0;            // F (transformers)
   int64_t loss_terms_per_sample = 1;
+  int64_t vocab = 0;                // V (GPT)
+  HeadPool pool = HeadPool::kNone;  // the classifier's pooling (ViT)
   std::vector<ModuleShape> modules;
 
   int num_modules() const {
@@ -64,14 +71,16 @@ struct ModelShape {
 
 // The MLP has no tensor-parallel form (tp must be 1).
 ModelShape mlp_shape(const MlpOptions& options);
+// Under 1D tensor parallelism over tp ranks.
 ModelShape vit_shape(const VitOptions& options, int tp);
 ModelShape gpt_shape(const GptOptions& options, int tp);
-// The model of `config` (converted as the trainer does), under tp.
+// The model of `config` (converted as the trainer does), under 1D tp.
 ModelShape model_shape(const ModelConfig& config, int tp);
-// The plan's step and memory models know 1D tensor parallelism only
-// (plan/tp2d_comm.h has the 2D layers, not yet a step): ConfigError naming
-// parallel.tp_mode for another mode with parallel.tp > 1.
-void check_planned_tp_mode(const ParallelConfig& parallel);
+// Under the configured mode (parallel.tp, tp_mode, tp_depth). `parallel`
+// must fit the mode (make_tensor_parallel_mode checks it); a split the
+// shapes cannot make is a ConfigError.
+ModelShape model_shape(
+    const ModelConfig& config, const ParallelConfig& parallel);
 
 // Sum of numel_local over module m's parameters.
 int64_t module_numel(const ModelShape& shape, int m);

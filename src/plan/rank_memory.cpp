@@ -32,8 +32,7 @@ RankMemory rank_memory(
 
 RankMemory rank_memory(const Config& config, int pp_rank) {
   const ParallelConfig& p = config.parallel;
-  check_planned_tp_mode(p);
-  const ModelShape shape = model_shape(config.model, p.tp);
+  const ModelShape shape = model_shape(config.model, p);
   std::vector<bool> held;
   if (p.pp > 1) {
     PipelineLayout pl;

@@ -1,10 +1,12 @@
 #include "plan/step_comm.h"
 
+#include <vector>
+
 #include "base/check.h"
 #include "plan/ddp_comm.h"
+#include "plan/mode_comm.h"
 #include "plan/model_shape.h"
 #include "plan/pipeline_comm.h"
-#include "plan/tp1d_comm.h"
 
 namespace ndt {
 namespace {
@@ -26,17 +28,66 @@ int64_t divide(int64_t a, int64_t b, const char* what) {
   return a / b;
 }
 
+std::string joined(const std::vector<std::string>& axes) {
+  std::string s;
+  for (const std::string& a : axes)
+    s += (s.empty() ? "" : ",") + a;
+  return s;
+}
+
+// The mode's axes whose ranks hold other samples (the loss sum) and those
+// whose ranks hold the same parameters for other samples (the gradient
+// reduction), as TensorParallelMode says.
+std::vector<std::string> sample_axes(const ParallelConfig& p) {
+  if (p.tp <= 1)
+    return {};
+  switch (p.tp_mode) {
+    case TpMode::k1d:
+      return {};
+    case TpMode::k2d:
+      return {"tp_row"};
+    case TpMode::k2p5d:
+      return {"tp_dep", "tp_row"};
+    case TpMode::k3d:
+      return {"tp_wt", "tp_in"};
+  }
+  return {};
+}
+
+std::vector<std::string> replica_axes(const ParallelConfig& p) {
+  if (p.tp > 1 && p.tp_mode == TpMode::k2p5d && p.tp_depth > 1)
+    return {"tp_dep"};
+  return {};
+}
+
+void add(StepComm& s, const GroupPasses& passes, int64_t k, bool fwd_only) {
+  for (const auto& [group, v] : passes)
+    s.groups[group] += k * (fwd_only ? v.fwd : v.step());
+}
+
 }  // namespace
+
+const CommVolume& StepComm::at(const std::string& group) const {
+  static const CommVolume kEmpty;
+  const auto it = groups.find(group);
+  return it == groups.end() ? kEmpty : it->second;
+}
 
 StepComm step_comm(const Config& config, int pp_rank) {
   const ParallelConfig& p = config.parallel;
+  NDT_CHECK(
+      p.sp == 1,
+      ConfigError,
+      "the plan's step model does not model sequence parallelism "
+      "(parallel.sp=",
+      p.sp,
+      "); plan/sp_attention_cost.h has its attention layers");
   const bool threads = p.dp_mode == DpMode::kThreads && p.dp > 1;
   const int dp = threads ? 1 : p.dp;
-  check_planned_tp_mode(p);
-  const ModelShape shape = model_shape(config.model, p.tp);
-  const Tp1dLayout tp{p.tp, p.tp_seq};
+  const ModelShape shape = model_shape(config.model, p);
   const int64_t local =
       divide(config.train.batch_size, p.dp, "train.batch_size per replica");
+  const int64_t mbs = divide(local, p.microbatches, "micro-batch size");
   StepComm s;
   if (threads)
     s.threads_dp = threads_dp_step_comm(shape, p.dp);
@@ -50,47 +101,60 @@ StepComm step_comm(const Config& config, int pp_rank) {
     pl.schedule = p.schedule;
     pl.split = p.pp_split;
     pl.recompute = p.recompute == Recompute::kBlock;
-    const int64_t mbs = divide(local, p.microbatches, "micro-batch size");
     held = held_modules(shape, pl, pp_rank);
     for (int m = 0; m < shape.num_modules(); ++m) {
       if (!held[m])
         continue;
-      const PassVolume v = module_comm(shape, m, tp, mbs);
-      s.tp += p.microbatches * v.step();
+      const GroupPasses v = mode_module_comm(shape, m, p, mbs);
+      add(s, v, p.microbatches, false);
       if (pl.recompute && m > 0 && m < shape.head())
-        s.tp += p.microbatches * v.fwd;
+        add(s, v, p.microbatches, true);
     }
-    s.pp = pipeline_p2p_comm(shape, pl, pp_rank, mbs, p.tp_seq ? p.tp : 1);
-    s.pp.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // squared grad norm
+    // Stages exchange the mode's block of each boundary activation.
+    const int split = p.tp_mode == TpMode::k1d && !p.tp_seq ? 1 : p.tp;
+    s.groups["pp"] += pipeline_p2p_comm(shape, pl, pp_rank, mbs, split);
+    s.groups["pp"].add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   } else {
-    const int64_t mb = divide(local, p.microbatches, "micro-batch size");
     for (int m = 0; m < shape.num_modules(); ++m)
-      s.tp += p.microbatches * module_comm(shape, m, tp, mb).step();
+      add(s, mode_module_comm(shape, m, p, mbs), p.microbatches, false);
   }
 
-  if (p.tp > 1) {
-    int64_t sharded = 0;
-    for (int m = 0; m < shape.num_modules(); ++m) {
-      if (!held[m])
-        continue;
-      for (const ParamShape& q : shape.modules[m].params)
-        sharded += q.tp_sharded ? 1 : 0;
+  // Norms: per set of shard axes, one value per held parameter.
+  std::map<std::vector<std::string>, int64_t> sets;
+  for (int m = 0; m < shape.num_modules(); ++m) {
+    if (!held[m])
+      continue;
+    for (const ParamShape& q : shape.modules[m].params) {
+      if (!q.shard_axes.empty())
+        ++sets[q.shard_axes];
     }
-    if (sharded > 0) {
-      s.tp.add(OpType::kAllReduce, 1, sharded, kFp64Bytes);  // grad norm
-      if (uses_layer_norms(config.optim.name))
-        s.tp.add(OpType::kAllReduce, 1, 2 * sharded, kFp64Bytes);
-    }
+  }
+  for (const auto& [axes, n] : sets) {
+    CommVolume& g = s.groups[joined(axes)];
+    g.add(OpType::kAllReduce, 1, n, kFp64Bytes);  // grad norm
+    if (uses_layer_norms(config.optim.name))
+      g.add(OpType::kAllReduce, 1, 2 * n, kFp64Bytes);
   }
 
-  if (dp > 1) {
-    s.dp = ddp_step_comm(
-        shape, held, dp, static_cast<int64_t>(p.bucket_mb * (1 << 20)));
+  // Gradients over the replicas: dp and the mode's replica axes.
+  std::vector<std::string> grad_axes;
+  int grad_ranks = 1;
+  if (dp > 1)
+    grad_axes.push_back("dp");
+  for (const std::string& a : replica_axes(p))
+    grad_axes.push_back(a);
+  grad_ranks = dp * (replica_axes(p).empty() ? 1 : p.tp_depth);
+  if (grad_ranks > 1) {
+    s.groups[joined(grad_axes)] += ddp_step_comm(
+        shape, held, grad_ranks, static_cast<int64_t>(p.bucket_mb * (1 << 20)));
   }
-  // The step's loss (sum, count), over the pipeline then the replicas;
-  // every axis is a group, so also where it has one rank.
-  s.pp.add(OpType::kAllReduce, 1, 2, kFp64Bytes);
-  s.dp.add(OpType::kAllReduce, 1, 2, kFp64Bytes);
+  // The step's loss (sum, count), over the pipeline, the replicas and the
+  // mode's sample axes; every axis is a group, so also where it has one
+  // rank.
+  s.groups["pp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
+  s.groups["dp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
+  for (const std::string& a : sample_axes(p))
+    s.groups[a].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   return s;
 }
 

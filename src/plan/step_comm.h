@@ -1,23 +1,36 @@
 // Analytic communication of one training step (Engine::step, train/
 // engine.h), per rank and per process group, in the ledger's units
 // (comm_volume.h), for a layout of the config: data parallel over MPI
-// (dp), pipeline (pp), 1D tensor parallel with or without token split
-// (tp), and any product of them; single-process data parallel on the
-// threads of one process.
+// (dp), pipeline (pp), tensor parallel in any mode (1d with or without
+// token split, 2d, 2.5d, 3d), and any product of them; single-process data
+// parallel on the threads of one process.
 //
-//   tp  every held module's layers per micro-batch (tp1d_comm.h), again
-//       the forward of each recomputed block; the global gradient norm:
-//       one fp64 all-reduce of one value per tp-sharded parameter held;
-//       LARS / LAMB: one fp64 all-reduce of two values per such parameter
-//   pp  the rank's sends and receives (pipeline_comm.h); the loss [2] and
-//       the squared gradient norm [1], fp64 all-reduces
-//   dp  one all-reduce per gradient bucket (ddp_comm.h); the loss [2]
+// Groups are named as the mesh names them: "dp", "pp", "tp" (1d), the
+// mode's axes and their products (mode_comm.h), "dp,tp_dep" (2.5D's
+// gradient reduction with the replicas), "tp_col,tp_row" (norms of grid-
+// sharded parameters), ...
+//
+//   modules  every held module's layers per micro-batch (mode_comm.h),
+//       again the forward of each recomputed block
+//   norms  the global gradient norm: per set of shard axes of the held
+//       parameters one fp64 all-reduce of one value per parameter on the
+//       group of those axes; LARS / LAMB: one of two values per parameter;
+//       with a pipeline one fp64 all-reduce [1] on pp
+//   pp  the rank's sends and receives (pipeline_comm.h)
+//   gradients  one all-reduce per gradient bucket (ddp_comm.h) on the
+//       group of dp and the mode's replica axes (2.5d: tp_dep) of size > 1
+//   loss  the step's [sum, count] in fp64 on pp, dp and each of the mode's
+//       sample axes (2d: tp_row; 2.5d: tp_dep, tp_row; 3d: tp_wt, tp_in)
 //   threads_dp  (dp_mode threads) the per-replica broadcasts and reduces
 //       on the group Engine::step creates for the step
 //
 // Not here: evaluation, checkpoints, start-up checks (ddp_startup_comm),
-// and parallel.tp_mode=2d (ConfigError; tp2d_comm.h has its layers).
+// and sequence parallelism (parallel.sp > 1: ConfigError; sp_attention_
+// cost.h has its attention layers).
 #pragma once
+
+#include <map>
+#include <string>
 
 #include "io/config.h"
 #include "plan/comm_volume.h"
@@ -25,17 +38,18 @@
 namespace ndt {
 
 struct StepComm {
-  CommVolume dp;
-  CommVolume pp;
-  CommVolume tp;
+  std::map<std::string, CommVolume> groups;  // by mesh group name
   CommVolume threads_dp;
 
+  // The volume of `group` (empty when the step does not use it).
+  const CommVolume& at(const std::string& group) const;
   bool operator==(const StepComm&) const = default;
 };
 
 // One step on the rank at pipeline position pp_rank (0 without pipeline);
 // every rank of a dp or tp group sends the same. `config` must be valid
-// (load_config); NDT_CHECK on a size that does not divide.
+// (load_config and the mode's checks); NDT_CHECK on a size that does not
+// divide.
 StepComm step_comm(const Config& config, int pp_rank = 0);
 
 }  // namespace ndt

@@ -84,11 +84,17 @@ PassVolume vocab_lm_head_comm(const Tp1dLayout& l, int64_t N, int64_t C) {
   if (l.tp <= 1)
     return p;
   p = layernorm_comm(l, C) + column_linear_comm(l, N, C);
-  p.fwd.add(kAR, 1, N, kFp32Bytes);      // row max
-  p.fwd.add(kAR, 1, 2 * N, kFp64Bytes);  // sum of exp, target logit
-  p.fwd.add(kAR, 1, N, kFp32Bytes);      // best probability
-  p.fwd.add(kAR, 1, N, kFp64Bytes);      // -argmax index
+  p.fwd += vocab_parallel_ce_comm(N);
   return p;
+}
+
+CommVolume vocab_parallel_ce_comm(int64_t N) {
+  CommVolume v;
+  v.add(kAR, 1, N, kFp32Bytes);      // row max
+  v.add(kAR, 1, 2 * N, kFp64Bytes);  // sum of exp, target logit
+  v.add(kAR, 1, N, kFp32Bytes);      // best probability
+  v.add(kAR, 1, N, kFp64Bytes);      // -argmax index
+  return v;
 }
 
 PassVolume patch_embedding_comm(const Tp1dLayout& l, int64_t N, int64_t C) {

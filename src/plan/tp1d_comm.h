@@ -67,6 +67,10 @@ PassVolume vocab_embedding_comm(const Tp1dLayout& l, int64_t N, int64_t C);
 // target logit [2N] (fp64), best probability [N] (fp32) and -argmax [N]
 // (fp64); bwd nothing.
 PassVolume vocab_lm_head_comm(const Tp1dLayout& l, int64_t N, int64_t C);
+// The vocabulary-parallel cross-entropy alone on N rows (parallel/
+// vocab_parallel_ce.h, any mode's group): fwd all-reduces [N] fp32, [2N]
+// fp64, [N] fp32, [N] fp64; bwd nothing.
+CommVolume vocab_parallel_ce_comm(int64_t N);
 
 // ViT patch embedding (replicated). Split: its output is cut to my tokens,
 // bwd all-gather of dY [N/tp, C]; no split: nothing.

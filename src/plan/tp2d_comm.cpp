@@ -59,4 +59,14 @@ Tp2dVolume layernorm2d_comm(int q, int64_t N, int64_t C) {
   return v;
 }
 
+Tp2dVolume operator+(const Tp2dVolume& a, const Tp2dVolume& b) {
+  return {a.row + b.row, a.col + b.col};
+}
+
+Tp2dVolume transformer_block2d_comm(int q, int64_t N, int64_t C, int64_t F) {
+  return layernorm2d_comm(q, N, C) + linear2d_comm(q, N, C, 3 * C, true) +
+         linear2d_comm(q, N, C, C, true) + layernorm2d_comm(q, N, C) +
+         linear2d_comm(q, N, C, F, true) + linear2d_comm(q, N, F, C, true);
+}
+
 }  // namespace ndt

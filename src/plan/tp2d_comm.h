@@ -36,4 +36,12 @@ Tp2dVolume linear2d_comm(
 //   bwd: row all-reduce [2 N/q] fp64; col 2 reduce-scatters [C/q^2]
 Tp2dVolume layernorm2d_comm(int q, int64_t N, int64_t C);
 
+Tp2dVolume operator+(const Tp2dVolume& a, const Tp2dVolume& b);
+
+// Pre-LN TransformerBlock of width C and MLP width F (Tp2dBuilder): ln1,
+// q/k/v (C -> 3C, bias), proj, ln2, fc1 (C -> F), fc2 (F -> C), every
+// linear with bias and input gradient; attention, dropout and the
+// residual adds do not communicate.
+Tp2dVolume transformer_block2d_comm(int q, int64_t N, int64_t C, int64_t F);
+
 }  // namespace ndt

@@ -248,8 +248,8 @@ TEST(ConfigTensorParallel, RejectsWhatCannotSplit) {
       override_error(gpt(2, {"parallel.order=dp,tp"})),
       {"parallel.order", "dp,tp"});
   expect_has(
-      override_error(gpt(2, {"parallel.tp_mode=3d"})),
-      {"parallel.tp_mode", "1d", "2d"});
+      override_error(gpt(2, {"parallel.tp_mode=4d"})),
+      {"parallel.tp_mode", "1d", "2d", "2.5d", "3d"});
 }
 
 }  // namespace

@@ -11,11 +11,14 @@
 
 #include "base/error.h"
 #include "comm/local_process_group.h"
+#include "comm/mesh.h"
 #include "optim/layer_norms.h"
 #include "parallel/ddp.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "parallel/tp1d_builder.h"
 #include "plan/ddp_comm.h"
 #include "plan/model_shape.h"
+#include "train/factory.h"
 
 namespace ndt {
 namespace {
@@ -31,8 +34,7 @@ void expect_same(Model& model, const ModelShape& s, const std::string& what) {
     for (size_t i = 0; i < ps.size(); ++i) {
       EXPECT_EQ(ps[i]->name, want[i].name) << "module " << m;
       EXPECT_EQ(ps[i]->value.numel(), want[i].numel_local) << ps[i]->name;
-      EXPECT_EQ(!sharded_axes(ps[i]->layout).empty(), want[i].tp_sharded)
-          << ps[i]->name;
+      EXPECT_EQ(sharded_axes(ps[i]->layout), want[i].shard_axes) << ps[i]->name;
     }
     if (m < s.head()) {
       EXPECT_EQ(model.sample_shapes.at(m), Shape(s.modules[m].sample_out))
@@ -94,6 +96,44 @@ TEST(ModelShape, TensorParallelShardsMatch) {
           vit_shape(vit_options(HeadPool::kCls), tp),
           "vit tp=" + std::to_string(tp));
     });
+  }
+}
+
+// 2D, 2.5D and 3D: the models the mode's builder makes on the mode's mesh
+// (threads) against model_shape(config.model, config.parallel).
+TEST(ModelShape, GridAndCubeShardsMatch) {
+  const std::vector<std::vector<std::string>> modes = {
+      {"parallel.tp=4", "parallel.tp_mode=2d"},
+      {"parallel.tp=8", "parallel.tp_mode=2.5d", "parallel.tp_depth=2"},
+      {"parallel.tp=8", "parallel.tp_mode=3d"}};
+  for (const std::vector<std::string>& mode : modes) {
+    for (const char* kind : {"model.kind=gpt", "model.kind=vit"}) {
+      std::vector<std::string> keys = {
+          kind,
+          "data.name=synthetic",
+          "model.dim=32",
+          "model.heads=4",
+          "model.mlp_dim=64",
+          "model.depth=2",
+          "train.batch_size=8"};
+      keys.insert(keys.end(), mode.begin(), mode.end());
+      const Config c = load_config("", keys);
+      const auto tp_mode = make_tensor_parallel_mode(c);
+      std::vector<int> sizes;
+      std::vector<std::string> names;
+      for (const MeshAxis& a : mesh_axes(c)) {
+        sizes.push_back(a.size);
+        names.push_back(a.name);
+      }
+      run_local(c.parallel.tp, [&](ProcessGroup& pg) {
+        Mesh mesh(pg, sizes, names);
+        auto b = tp_mode->make_builder(mesh);
+        expect_same(
+            *make_model(c.model, *b),
+            model_shape(c.model, c.parallel),
+            std::string(kind) + " " + mode[1]);
+      });
+    }
   }
 }
 

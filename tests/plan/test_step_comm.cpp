@@ -1,25 +1,31 @@
 // The plan's per-step volumes (plan/step_comm.h) and model-state memory
 // (plan/rank_memory.h) against a real training step: every rank of the layout
 // is a thread of run_local (LocalProcessGroup), builds the mesh the way
-// `ndtrain train` does (axes dp, pp, tp), constructs an Engine on
-// synthetic data and runs one Engine::step(); each group's CommLedger,
-// reset after construction, must equal step_comm() exactly (calls,
-// elements, bytes per OpType) on every rank; DDP's start-up check is
-// compared with ddp_startup_comm(), and the parameters and optimizer
-// state the rank holds with rank_memory(). exact: counts, not values.
+// `ndtrain train` does (every axis of the layout), constructs an Engine on
+// synthetic data and runs one Engine::step(); the CommLedger of every
+// group the mesh made (axes and multi-axis groups), reset after
+// construction, must equal step_comm() exactly (calls, elements, bytes
+// per OpType) on every rank, and every group the plan names must exist;
+// DDP's start-up check is compared with ddp_startup_comm(), and the
+// parameters and optimizer state the rank holds with rank_memory().
+// exact: counts, not values.
 //
 // Covered: 1D tensor parallel (ViT, GPT; tp 2 and 4; with and without
-// tp_seq; LAMB's sharded trust ratios), distributed data parallel over the
-// dp group (several buckets, gradient accumulation), pipelines (every
+// tp_seq; LAMB's sharded trust ratios), 2D (tp=4), 2.5D (tp=8, d=2) and 3D
+// (tp=8) on the GPT and the ViT (class token and mean pooling), with LAMB,
+// dp=2 and pp=2 with recompute, distributed data parallel over the dp
+// group (several buckets, gradient accumulation), pipelines (every
 // schedule, interleaved chunks, recompute), and their products. Single-
 // process data parallel (dp_mode threads) is not: its group lives inside
 // Engine::step, so no ledger can be read (see test_model_shape.cpp for
 // its formula's inputs).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -63,8 +69,8 @@ const std::vector<std::string> kMlp = {
 
 struct RankResult {
   int pp_rank = 0;
-  StepComm startup;  // only dp is filled
-  StepComm step;
+  CommVolume startup;                      // the gradient reduction's group
+  std::map<std::string, CommVolume> step;  // every group of the mesh
   RankMemory memory;
 };
 
@@ -82,8 +88,28 @@ CommVolume ledger(ProcessGroup& g) {
   return from_ledger(g.comm_ledger());
 }
 
-// Runs one step of `config` on dp x pp x tp threads; compares every rank
-// with the plan.
+// The mesh's group of that name ("dp", "tp_col,tp_row", ...).
+ProcessGroup& named(Mesh& mesh, const std::string& name) {
+  std::vector<std::string> axes;
+  size_t at = 0;
+  for (size_t comma; (comma = name.find(',', at)) != std::string::npos;
+       at = comma + 1)
+    axes.push_back(name.substr(at, comma - at));
+  axes.push_back(name.substr(at));
+  return axes.size() == 1 ? mesh.group(axes[0]) : mesh.group(axes);
+}
+
+// The group the gradients are reduced over (dp and 2.5D's depth), as the
+// engine picks it; "dp" when there is none (its ledger is then empty).
+std::string grad_group(const ParallelConfig& p) {
+  std::string g = p.dp > 1 ? "dp" : "";
+  if (p.tp > 1 && p.tp_mode == TpMode::k2p5d && p.tp_depth > 1)
+    g += std::string(g.empty() ? "" : ",") + "tp_dep";
+  return g.empty() ? "dp" : g;
+}
+
+// Runs one step of `config` on every rank of its mesh as threads; compares
+// every group's ledger of every rank with the plan.
 void check_layout(const Config& config) {
   const ParallelConfig& p = config.parallel;
   const int world = p.dp * p.pp * p.tp;
@@ -97,24 +123,16 @@ void check_layout(const Config& config) {
       names.push_back(a.name);
     }
     Mesh mesh(pg, sizes, names);
-    ProcessGroup& dp = mesh.group("dp");
-    ProcessGroup& pp = mesh.group("pp");
-    ProcessGroup& tp = mesh.group("tp");
-    auto reset = [&] {
-      for (ProcessGroup* g : {&dp, &pp, &tp})
-        g->reset_comm_ledger();
-    };
-    reset();
     DataSource data(config);
     Engine engine(config, data, mesh);
     RankResult& r = got[pg.rank()];
     r.pp_rank = mesh.coord("pp");
-    r.startup.dp = ledger(dp);
-    reset();
+    r.startup = ledger(named(mesh, grad_group(p)));
+    for (const std::string& name : mesh.group_names())
+      named(mesh, name).reset_comm_ledger();
     engine.step(0);
-    r.step.dp = ledger(dp);
-    r.step.pp = ledger(pp);
-    r.step.tp = ledger(tp);
+    for (const std::string& name : mesh.group_names())
+      r.step[name] = ledger(named(mesh, name));
     for (Parameter* q : engine.model().parameters())
       r.memory.params += q->value.numel();
     for (Parameter* q : engine.model().parameters())
@@ -122,19 +140,22 @@ void check_layout(const Config& config) {
     for (const auto& [name, t] : engine.optimizer().state())
       r.memory.optimizer += t.numel();
   });
-  const ModelShape shape = model_shape(config.model, p.tp);
+  const ModelShape shape = model_shape(config.model, p);
   for (int w = 0; w < world; ++w) {
     const RankResult& r = got[w];
     SCOPED_TRACE(
         "rank " + std::to_string(w) + " (pp rank " + std::to_string(r.pp_rank) +
         ")");
     const StepComm want = step_comm(config, r.pp_rank);
-    EXPECT_EQ(r.step.tp, want.tp) << "tp: measured " << to_string(r.step.tp)
-                                  << ", plan " << to_string(want.tp);
-    EXPECT_EQ(r.step.pp, want.pp) << "pp: measured " << to_string(r.step.pp)
-                                  << ", plan " << to_string(want.pp);
-    EXPECT_EQ(r.step.dp, want.dp) << "dp: measured " << to_string(r.step.dp)
-                                  << ", plan " << to_string(want.dp);
+    for (const auto& [name, v] : r.step) {
+      EXPECT_EQ(v, want.at(name)) << name << ": measured " << to_string(v)
+                                  << ", plan " << to_string(want.at(name));
+    }
+    for (const auto& [name, v] : want.groups) {
+      EXPECT_TRUE(r.step.count(name))
+          << "the plan counts " << to_string(v) << " on group " << name
+          << ", which the run does not have";
+    }
     std::vector<bool> held;
     if (p.pp > 1) {
       PipelineLayout pl;
@@ -142,10 +163,12 @@ void check_layout(const Config& config) {
       pl.chunks = p.pp_chunks;
       held = held_modules(shape, pl, r.pp_rank);
     }
-    const CommVolume start = ddp_startup_comm(shape, held, p.dp);
-    EXPECT_EQ(r.startup.dp, start)
-        << "dp start-up: measured " << to_string(r.startup.dp) << ", plan "
-        << to_string(start);
+    const int grad_ranks =
+        p.dp * (p.tp > 1 && p.tp_mode == TpMode::k2p5d ? p.tp_depth : 1);
+    const CommVolume start = ddp_startup_comm(shape, held, grad_ranks);
+    EXPECT_EQ(r.startup, start)
+        << "start-up on " << grad_group(p) << ": measured "
+        << to_string(r.startup) << ", plan " << to_string(start);
     EXPECT_EQ(r.memory, rank_memory(config, r.pp_rank));
   }
 }
@@ -168,21 +191,16 @@ TEST_P(StepCommTest, LedgerEqualsPlan) {
   check_layout(make_config(*c.model, c.layout));
 }
 
-// The 2D mode has no step or memory model yet: said, not a 1D answer.
+// Sequence parallelism has no step model yet: said, not an answer that
+// leaves its communication out.
 TEST(StepComm, RefusesTheModesItDoesNotModel) {
-  const Config c = make_config(kGpt, {"parallel.tp=4", "parallel.tp_mode=2d"});
-  for (int which = 0; which < 2; ++which) {
-    try {
-      if (which == 0)
-        step_comm(c);
-      else
-        rank_memory(c, 0);
-      ADD_FAILURE() << "expected a ConfigError";
-    } catch (const ConfigError& e) {
-      EXPECT_NE(
-          std::string(e.what()).find("parallel.tp_mode=2d"), std::string::npos)
-          << e.what();
-    }
+  const Config c = make_config(kGpt, {"parallel.sp=2"});
+  try {
+    step_comm(c);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.sp=2"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -268,6 +286,41 @@ std::vector<Case> cases() {
         "parallel.tp_seq=true",
         "parallel.microbatches=2",
         "train.batch_size=16"}});
+  // 2D, 2.5D and 3D tensor parallelism, alone (ViT with both poolings,
+  // GPT, LAMB's trust ratios) and with data and pipeline parallelism.
+  const std::vector<std::string> tp2d = {
+      "parallel.tp=4", "parallel.tp_mode=2d"};
+  const std::vector<std::string> tp2p5d = {
+      "parallel.tp=8", "parallel.tp_mode=2.5d", "parallel.tp_depth=2"};
+  const std::vector<std::string> tp3d = {
+      "parallel.tp=8", "parallel.tp_mode=3d"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> modes = {
+      {"2d", tp2d}, {"2p5d", tp2p5d}, {"3d", tp3d}};
+  for (const auto& [name, l] : modes) {
+    out.push_back({"gpt_tp" + name, &kGpt, l});
+    out.push_back({"vit_tp" + name, &kVit, l});
+    std::vector<std::string> mean = l;
+    mean.push_back("model.pool=mean");
+    out.push_back({"vit_mean_tp" + name, &kVit, mean});
+    std::vector<std::string> lamb = l;
+    lamb.push_back("optim.name=lamb");
+    lamb.push_back("optim.eps=1e-6");
+    out.push_back({"gpt_lamb_tp" + name, &kGpt, lamb});
+    std::vector<std::string> dp = l;
+    for (const char* e :
+         {"parallel.dp=2", "train.batch_size=16", "parallel.bucket_mb=0.01"})
+      dp.push_back(e);
+    out.push_back({"gpt_dp2_tp" + name, &kGpt, dp});
+    std::vector<std::string> pp = l;
+    for (const char* e :
+         {"parallel.pp=2",
+          "parallel.microbatches=2",
+          "train.batch_size=16",
+          "model.depth=4",
+          "parallel.recompute=block"})
+      pp.push_back(e);
+    out.push_back({"gpt_pp2_recompute_tp" + name, &kGpt, pp});
+  }
   return out;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 1D tensor parallelism benchmark (docs/tensor_parallel.md).
+# Tensor parallelism benchmark, every mode (docs/tensor_parallel.md).
 #
 # 1. Communication volume: build/tp_comm_bench at tp=2 and tp=4 builds each
 #    tensor-parallel layer (column, row, MLP pair, attention, transformer
@@ -8,6 +8,16 @@
 #    sequence parallelism, runs one forward + backward and prints the
 #    elements counted by the process group (CommLedger) against the
 #    analytic 1D volume, per pass and per step.
+# 1b. Every mode, whole steps: build/tp_mode_comm_bench runs one training
+#    step of configs/fortunes_gpt.yaml on fortunes under 1d and 2d at 4
+#    ranks and 1d, 2.5d (d=2) and 3d at 8 ranks (model.heads=8 at 8 ranks,
+#    so that 1d splits the heads), and compares every process group's
+#    ledger with the plan's step model (plan/step_comm.h); it prints rank
+#    0's bytes per step as a table, and its model state (parameters,
+#    gradients, optimizer; the allocator's ledger against the plan's
+#    rank_memory) with the measured activation peak. Then the plan's
+#    prediction for one GPT-2-medium-sized block at 64 and 512 ranks
+#    (--predict).
 # 2. Step time: `ndtrain bench` on configs/fortunes_gpt.yaml (fortunes
 #    data, batch 16) at tp=1 (1 rank, 1 and 2 threads) and tp=2 (2 ranks,
 #    1 thread each; without and with parallel.tp_seq). Each configuration
@@ -25,17 +35,18 @@
 #
 # Builds nothing: needs build/ndtrain and build/tp_comm_bench (see README:
 # scripts/setup.sh builds build/; then
-#   cmake --build build -j2 --target tp_comm_bench ndtrain).
+#   cmake --build build -j2 --target tp_comm_bench tp_mode_comm_bench
+#   ndtrain).
 #
 # Environment: NDT_BENCH_ITERS=20, NDT_BENCH_WARMUP=3, NDT_TP_ROUNDS=3.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-for bin in build/ndtrain build/tp_comm_bench; do
+for bin in build/ndtrain build/tp_comm_bench build/tp_mode_comm_bench; do
   if [[ ! -x $bin ]]; then
     echo "bench/tp.sh: $bin not found; build first:" >&2
     echo "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release &&" \
-         "cmake --build build -j2 --target tp_comm_bench ndtrain" >&2
+         "cmake --build build -j2 --target tp_comm_bench tp_mode_comm_bench ndtrain" >&2
     exit 2
   fi
 done
@@ -72,6 +83,53 @@ for np in 2 4; do
   fi
   max_err=$(/usr/bin/python3 -c "print(max(float('$max_err'), float('$err')))")
 done
+
+# ---- 1b. Every mode, whole steps, against the plan's step model
+mode_rows=()
+mem_rows=()
+for spec in "4 1d parallel.tp=4" "4 2d parallel.tp=4 parallel.tp_mode=2d" \
+    "8 1d parallel.tp=8 model.heads=8" \
+    "8 2.5d parallel.tp=8 parallel.tp_mode=2.5d parallel.tp_depth=2 model.heads=8" \
+    "8 3d parallel.tp=8 parallel.tp_mode=3d model.heads=8"; do
+  read -r np mode args <<<"$spec"
+  # shellcheck disable=SC2086
+  out=$("${MPIRUN[@]}" -np "$np" -x OMP_NUM_THREADS=1 \
+    build/tp_mode_comm_bench -c "$CFG" train.threads=1 $args 2>&1)
+  rc=$?
+  echo "$out"
+  row=$(grep '^mode_comm_row' <<<"$out")
+  err=$(sed -n 's/.*max_comm_volume_error=\([^ ]*\).*/\1/p' <<<"$row")
+  if [[ $rc != 0 || -z $err ]]; then
+    echo "bench/tp.sh: tp_mode_comm_bench $mode at $np ranks failed (rc $rc)" >&2
+    status=1
+    err=inf
+  fi
+  max_err=$(/usr/bin/python3 -c "print(max(float('$max_err'), float('$err')))")
+  mode_rows+=("$np $mode $(sed -n 's/.*rank0_bytes_per_step=\([0-9]*\).*/\1/p' <<<"$row") $(sed -n 's/.*planned=\([0-9]*\).*/\1/p' <<<"$row")")
+  mem=$(grep '^mode_mem_row' <<<"$out")
+  mem_rows+=("$np $mode $(for k in params_elements params_bytes params_planned grads_bytes grads_planned optim_bytes optim_planned acts_peak_bytes; do sed -n "s/.* $k=\([0-9]*\).*/\1/p" <<<"$mem"; done | tr '\n' ' ')")
+done
+echo
+echo "per-rank bytes per step (rank 0, ledger units), $CFG, batch 16 x 128:"
+printf '%-6s %-6s %14s %14s %10s\n' ranks mode counted planned MiB
+for r in "${mode_rows[@]}"; do
+  read -r np mode got want <<<"$r"
+  printf '%-6s %-6s %14s %14s %10.2f\n' "$np" "$mode" "$got" "$want" \
+    "$(/usr/bin/python3 -c "print(${got:-0} / 2**20)")"
+done
+echo
+echo "model state per rank (rank 0, allocator ledger, live after the step)" \
+     "against the plan (rank_memory elements; planned_blocks: the same" \
+     "tensors in the allocator's size classes), and the measured activation peak:"
+printf '%-6s %-6s %10s %10s %10s %10s %10s %10s %10s %11s\n' ranks mode \
+  params_el params_B planned grads_B planned optim_B planned acts_peak_B
+for r in "${mem_rows[@]}"; do
+  # shellcheck disable=SC2086
+  printf '%-6s %-6s %10s %10s %10s %10s %10s %10s %10s %11s\n' $r
+done
+echo
+build/tp_mode_comm_bench --predict
+echo
 
 # ---- 2. Step time
 field() {  # field NAME LINE

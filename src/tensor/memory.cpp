@@ -11,9 +11,11 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
-// Rounds to a size class: multiples of 64 B up to 4 KiB, then 1/8 steps of
-// the next power of two, so a cached block wastes at most 12.5%.
-size_t round_size(size_t bytes) {
+}  // namespace
+
+// Size classes: multiples of 64 B up to 4 KiB, then 1/8 steps of the next
+// power of two, so a cached block wastes at most 12.5%.
+size_t mem_block_bytes(size_t bytes) {
   if (bytes == 0)
     bytes = 1;
   if (bytes <= 4096)
@@ -24,6 +26,8 @@ size_t round_size(size_t bytes) {
   size_t step = pow2 / 8;
   return (bytes + step - 1) / step * step;
 }
+
+namespace {
 
 struct Pool {
   std::mutex mu;
@@ -61,7 +65,7 @@ std::string_view mem_tag_name(MemTag tag) {
 }
 
 void* mem_alloc(size_t bytes, MemTag tag) {
-  size_t size = round_size(bytes);
+  size_t size = mem_block_bytes(bytes);
   Pool& p = pool();
   void* ptr = nullptr;
   {
@@ -96,7 +100,7 @@ void* mem_alloc(size_t bytes, MemTag tag) {
 void mem_free(void* ptr, size_t bytes, MemTag tag) {
   if (ptr == nullptr)
     return;
-  size_t size = round_size(bytes);
+  size_t size = mem_block_bytes(bytes);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   p.free_lists[size].push_back(ptr);

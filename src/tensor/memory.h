@@ -43,6 +43,10 @@ struct MemoryStats {
   int64_t reused_allocs = 0;  // requests served from the cache
 };
 
+// The bytes a block of `bytes` takes (its size class; what the ledger
+// counts): multiples of 64 B up to 4 KiB, then 1/8 steps of the next power
+// of two.
+size_t mem_block_bytes(size_t bytes);
 // Returns a 64-byte aligned block of at least `bytes` bytes (rounded up).
 void* mem_alloc(size_t bytes, MemTag tag);
 // Returns a block obtained from mem_alloc with the same size and tag.

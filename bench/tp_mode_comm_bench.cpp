@@ -46,16 +46,6 @@
 namespace ndt {
 namespace {
 
-ProcessGroup& named(Mesh& mesh, const std::string& name) {
-  std::vector<std::string> axes;
-  size_t at = 0;
-  for (size_t comma; (comma = name.find(',', at)) != std::string::npos;
-       at = comma + 1)
-    axes.push_back(name.substr(at, comma - at));
-  axes.push_back(name.substr(at));
-  return axes.size() == 1 ? mesh.group(axes[0]) : mesh.group(axes);
-}
-
 double rel_error(const CommVolume& got, const CommVolume& want) {
   if (got.total_calls() != want.total_calls())
     return 1.0;
@@ -75,14 +65,14 @@ int measure(ProcessGroup& world, const Config& config) {
   DataSource data(config);
   Engine engine(config, data, mesh);
   for (const std::string& g : mesh.group_names())
-    named(mesh, g).reset_comm_ledger();
+    mesh.named_group(g).reset_comm_ledger();
   engine.step(0);
   const StepComm want = step_comm(config, mesh.coord("pp"));
   double err = 0;
   int64_t total = 0, planned = 0;
   std::vector<std::string> lines;
   for (const std::string& g : mesh.group_names()) {
-    const CommVolume got = from_ledger(named(mesh, g).comm_ledger());
+    const CommVolume got = from_ledger(mesh.named_group(g).comm_ledger());
     const CommVolume& w = want.at(g);
     err = std::max(err, rel_error(got, w));
     total += got.total_bytes();

@@ -188,6 +188,16 @@ std::vector<std::string> Mesh::group_names() const {
   return out;
 }
 
+ProcessGroup& Mesh::named_group(std::string_view name) {
+  std::vector<std::string> axes;
+  size_t at = 0;
+  for (size_t comma; (comma = name.find(',', at)) != std::string_view::npos;
+       at = comma + 1)
+    axes.emplace_back(name.substr(at, comma - at));
+  axes.emplace_back(name.substr(at));
+  return group(axes);
+}
+
 ProcessGroup& Mesh::make_group(const std::vector<int>& axes) {
   NDT_CHECK(!axes.empty(), ConfigError, "mesh: group of no axes");
   std::string name;

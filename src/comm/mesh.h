@@ -83,6 +83,9 @@ class Mesh {
   // The names of the groups made so far (every axis, and each multi-axis
   // group after its first use), sorted.
   std::vector<std::string> group_names() const;
+  // The group of a name as group_names() lists it ("dp", "tp_col,tp_row"):
+  // group() of its comma-separated axes.
+  ProcessGroup& named_group(std::string_view name);
 
  private:
   ProcessGroup& make_group(const std::vector<int>& axes);

@@ -150,6 +150,12 @@ TEST(MeshLocal, GroupsSumExactlyTheirMembers) {
       EXPECT_EQ(got[i], static_cast<float>(members[i]));
     }
     EXPECT_EQ(&mesh.group({"tp", "dp"}), &g);  // cached
+    // By name, as group_names() lists every group made so far.
+    EXPECT_EQ(&mesh.named_group("tp,dp"), &g);
+    EXPECT_EQ(&mesh.named_group("pp"), &mesh.group("pp"));
+    EXPECT_EQ(
+        mesh.group_names(),
+        (std::vector<std::string>{"dp", "pp", "tp", "tp,dp"}));
   });
 }
 

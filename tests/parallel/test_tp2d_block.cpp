@@ -24,6 +24,7 @@
 #include "nn/transformer_block.h"
 #include "ops/ops.h"
 #include "parallel/tp2d_builder.h"
+#include "param_pairs.h"
 #include "test_util.h"
 
 namespace ndt {
@@ -59,23 +60,10 @@ void check(const Case& k) {
     TransformerBlock serial(o, sb), par(o, pb);
     std::vector<Parameter*> ps = serial.parameters(), pp = par.parameters();
     auto& res = got[pg.rank()];
-    if (ps.size() != pp.size()) {
-      res.push_back({"parameter count", INFINITY});
+    for (const auto& init : test::init_pair(ps, pp, kSeed))
+      res.push_back(init);
+    if (ps.size() != pp.size())
       return;
-    }
-    for (size_t n = 0; n < ps.size(); ++n) {
-      init_parameter(*ps[n], kSeed);
-      init_parameter(*pp[n], kSeed);
-      if (ps[n]->init.kind != Init::kNormal) {  // LayerNorm, biases
-        Tensor g = test::randn(
-            ps[n]->layout.global_shape, kSeed, ps[n]->name + ".perturb", 0.3f);
-        ops::add_(ps[n]->value, g);
-        ops::add_(pp[n]->value, pp[n]->layout.take_local(g));
-      }
-      res.push_back(
-          {pp[n]->name + " init",
-           rel_diff(pp[n]->value, pp[n]->layout.take_local(ps[n]->value))});
-    }
     const Tensor x = test::randn({k.B, k.T, k.C}, kSeed, "x");
     const Tensor dy = test::randn({k.B, k.T, k.C}, kSeed, "dy");
     Context cs, cp;

@@ -40,6 +40,7 @@
 #include "parallel/tp2d_embedding.h"
 #include "parallel/tp2d_lm_head.h"
 #include "parallel/tp2d_replicated_linear.h"
+#include "param_pairs.h"
 #include "test_util.h"
 
 namespace ndt {
@@ -82,31 +83,14 @@ void on_grid(
   }
 }
 
-// Inits both modules' parameters from the same seed (non-normal ones
-// lifted off their constant init by a global perturbation sliced with
-// the layout) and records that my blocks hold the serial values.
+// Inits both modules' parameters alike (param_pairs.h) and records that
+// my blocks hold the serial values.
 void init_pair(
     const std::vector<Parameter*>& ps,
     const std::vector<Parameter*>& pp,
     std::vector<Check>& out) {
-  if (ps.size() != pp.size()) {
-    out.push_back({"parameter count", INFINITY, 0});
-    return;
-  }
-  for (size_t k = 0; k < ps.size(); ++k) {
-    init_parameter(*ps[k], kSeed);
-    init_parameter(*pp[k], kSeed);
-    if (ps[k]->init.kind != Init::kNormal) {
-      Tensor g = randn(
-          ps[k]->layout.global_shape, kSeed, ps[k]->name + ".perturb", 0.3f);
-      ops::add_(ps[k]->value, g);
-      ops::add_(pp[k]->value, pp[k]->layout.take_local(g));
-    }
-    out.push_back(
-        {pp[k]->name + " init",
-         rel_diff(pp[k]->value, pp[k]->layout.take_local(ps[k]->value)),
-         0});
-  }
+  for (const auto& [what, diff] : test::init_pair(ps, pp, kSeed))
+    out.push_back({what, diff, 0});
 }
 
 // After the gradients of pp are summed over the grids.

@@ -88,17 +88,6 @@ CommVolume ledger(ProcessGroup& g) {
   return from_ledger(g.comm_ledger());
 }
 
-// The mesh's group of that name ("dp", "tp_col,tp_row", ...).
-ProcessGroup& named(Mesh& mesh, const std::string& name) {
-  std::vector<std::string> axes;
-  size_t at = 0;
-  for (size_t comma; (comma = name.find(',', at)) != std::string::npos;
-       at = comma + 1)
-    axes.push_back(name.substr(at, comma - at));
-  axes.push_back(name.substr(at));
-  return axes.size() == 1 ? mesh.group(axes[0]) : mesh.group(axes);
-}
-
 // The group the gradients are reduced over (dp and 2.5D's depth), as the
 // engine picks it; "dp" when there is none (its ledger is then empty).
 std::string grad_group(const ParallelConfig& p) {
@@ -127,12 +116,12 @@ void check_layout(const Config& config) {
     Engine engine(config, data, mesh);
     RankResult& r = got[pg.rank()];
     r.pp_rank = mesh.coord("pp");
-    r.startup = ledger(named(mesh, grad_group(p)));
+    r.startup = ledger(mesh.named_group(grad_group(p)));
     for (const std::string& name : mesh.group_names())
-      named(mesh, name).reset_comm_ledger();
+      mesh.named_group(name).reset_comm_ledger();
     engine.step(0);
     for (const std::string& name : mesh.group_names())
-      r.step[name] = ledger(named(mesh, name));
+      r.step[name] = ledger(mesh.named_group(name));
     for (Parameter* q : engine.model().parameters())
       r.memory.params += q->value.numel();
     for (Parameter* q : engine.model().parameters())

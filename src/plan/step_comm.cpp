@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "plan/ddp_comm.h"
 #include "plan/mode_comm.h"
 #include "plan/model_shape.h"
@@ -33,31 +34,6 @@ std::string joined(const std::vector<std::string>& axes) {
   for (const std::string& a : axes)
     s += (s.empty() ? "" : ",") + a;
   return s;
-}
-
-// The mode's axes whose ranks hold other samples (the loss sum) and those
-// whose ranks hold the same parameters for other samples (the gradient
-// reduction), as TensorParallelMode says.
-std::vector<std::string> sample_axes(const ParallelConfig& p) {
-  if (p.tp <= 1)
-    return {};
-  switch (p.tp_mode) {
-    case TpMode::k1d:
-      return {};
-    case TpMode::k2d:
-      return {"tp_row"};
-    case TpMode::k2p5d:
-      return {"tp_dep", "tp_row"};
-    case TpMode::k3d:
-      return {"tp_wt", "tp_in"};
-  }
-  return {};
-}
-
-std::vector<std::string> replica_axes(const ParallelConfig& p) {
-  if (p.tp > 1 && p.tp_mode == TpMode::k2p5d && p.tp_depth > 1)
-    return {"tp_dep"};
-  return {};
 }
 
 void add(StepComm& s, const GroupPasses& passes, int64_t k, bool fwd_only) {
@@ -136,14 +112,20 @@ StepComm step_comm(const Config& config, int pp_rank) {
       g.add(OpType::kAllReduce, 1, 2 * n, kFp64Bytes);
   }
 
-  // Gradients over the replicas: dp and the mode's replica axes.
+  // Gradients over the replicas: dp and the mode's replica axes; the loss
+  // over the mode's sample axes (TensorParallelMode says which).
+  const auto mode = make_tensor_parallel_mode(config);
+  std::map<std::string, int> axis_size;
+  for (const MeshAxis& a : mode->axes())
+    axis_size[a.name] = a.size;
   std::vector<std::string> grad_axes;
-  int grad_ranks = 1;
   if (dp > 1)
     grad_axes.push_back("dp");
-  for (const std::string& a : replica_axes(p))
+  int grad_ranks = dp;
+  for (const std::string& a : mode->replica_axes()) {
     grad_axes.push_back(a);
-  grad_ranks = dp * (replica_axes(p).empty() ? 1 : p.tp_depth);
+    grad_ranks *= axis_size.at(a);
+  }
   if (grad_ranks > 1) {
     s.groups[joined(grad_axes)] += ddp_step_comm(
         shape, held, grad_ranks, static_cast<int64_t>(p.bucket_mb * (1 << 20)));
@@ -153,7 +135,7 @@ StepComm step_comm(const Config& config, int pp_rank) {
   // rank.
   s.groups["pp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   s.groups["dp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
-  for (const std::string& a : sample_axes(p))
+  for (const std::string& a : mode->sample_axes())
     s.groups[a].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   return s;
 }

@@ -96,24 +96,21 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   // Sequence-parallel ranks see a share of every sample's tokens, and the
   // mode's replica axes (2.5D's depth) other samples: their gradients are
   // summed with the data-parallel replicas', as one reduction.
-  std::vector<std::string> grad_axes = {"dp"};
+  std::vector<std::string> candidates = {"dp"};
   for (const std::string& a : mode_->replica_axes()) {
     if (!NDT_FAULT(kTp2p5dSkipDepthReduce))
+      candidates.push_back(a);
+  }
+  candidates.push_back("sp");
+  std::vector<std::string> grad_axes;  // those with more than one rank
+  for (const std::string& a : candidates) {
+    if (mesh.size(a) > 1)
       grad_axes.push_back(a);
   }
-  grad_axes.push_back("sp");
-  int grad_ranks = 1;
-  for (const std::string& a : grad_axes)
-    grad_ranks *= mesh.size(a);
-  if (!threads_ && grad_ranks > 1) {
-    std::vector<std::string> used;
-    for (const std::string& a : grad_axes) {
-      if (mesh.size(a) > 1)
-        used.push_back(a);
-    }
+  if (!threads_ && !grad_axes.empty()) {
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],
-        used.size() == 1 ? mesh.group(used[0]) : mesh.group(used),
+        mesh.group(grad_axes),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)));
     ddp_->check_replicas_identical();
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -173,12 +174,15 @@ class CommWaitNote {
 
 static std::string hosts_note(const MpiGroupState& s, const MpiOp& op);
 
+// A wait is named only once it has lasted kNoteAfter: formatting the note
+// (the group's members and hosts) costs microseconds, as much as a small
+// all-reduce, and only a rank blocked for long is ever terminated.
+constexpr auto kNoteAfter = std::chrono::milliseconds(1);
+
 void MpiWork::wait(double timeout_s) {
   if (test())
     return;
-  const CommWaitNote note(
-      comm_op_text(op_->type(), state_->name, op_->peer(), op_->tag()) + " " +
-      hosts_note(*state_, *op_));
+  std::optional<CommWaitNote> note;
   const double limit = timeout_s > 0 ? timeout_s : timeout_s_;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -188,6 +192,11 @@ void MpiWork::wait(double timeout_s) {
   auto last_move = start;
   while (!test()) {
     auto now = Clock::now();
+    if (!note && now - start >= kNoteAfter) {
+      note.emplace(
+          comm_op_text(op_->type(), state_->name, op_->peer(), op_->tag()) +
+          " " + hosts_note(*state_, *op_));
+    }
     if (now >= deadline)
       on_timeout(limit);
     if (progress.events() != seen) {

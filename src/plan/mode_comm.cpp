@@ -13,20 +13,6 @@ int64_t divide(int64_t a, int64_t b, const char* what) {
   return a / b;
 }
 
-int side_of(int tp, int grids, int power) {
-  int s = 1;
-  auto pw = [&](int x) { return power == 2 ? x * x * grids : x * x * x; };
-  while (pw(s + 1) <= tp)
-    ++s;
-  NDT_CHECK(
-      pw(s) == tp,
-      ConfigError,
-      "parallel.tp=",
-      tp,
-      " does not form the mode's grid");
-  return s;
-}
-
 // The replicated linear of the classifier head: its two parameters.
 int64_t head_out_numel(const ModuleShape& head) {
   const size_t n = head.params.size();
@@ -133,12 +119,11 @@ GroupPasses mode_module_comm(
     case TpMode::k1d:
       return {{"tp", module_comm(shape, m, {p.tp, p.tp_seq}, samples)}};
     case TpMode::k2d:
-      return grid_module(shape, m, side_of(p.tp, 1, 2), 1, samples);
+      return grid_module(shape, m, shape.tp_side, 1, samples);
     case TpMode::k2p5d:
-      return grid_module(
-          shape, m, side_of(p.tp, p.tp_depth, 2), p.tp_depth, samples);
+      return grid_module(shape, m, shape.tp_side, p.tp_depth, samples);
     case TpMode::k3d:
-      return cube_module(shape, m, side_of(p.tp, 1, 3), samples);
+      return cube_module(shape, m, shape.tp_side, samples);
   }
   NDT_ASSERT(false, "invalid TpMode ", static_cast<int>(p.tp_mode));
   return {};

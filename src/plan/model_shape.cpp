@@ -236,6 +236,7 @@ ModelShape vit_shape(const VitOptions& o, const Split& sp) {
   s.kind = ModelKind::kVit;
   s.tp = sp.tp;
   s.tp_mode = sp.mode;
+  s.tp_side = sp.side;
   s.pool = o.pool;
   const bool cls = o.pool == HeadPool::kCls;
   const int64_t NP =
@@ -266,6 +267,7 @@ ModelShape gpt_shape(const GptOptions& o, const Split& sp) {
   s.kind = ModelKind::kGpt;
   s.tp = sp.tp;
   s.tp_mode = sp.mode;
+  s.tp_side = sp.side;
   const int64_t T = o.seq_len, C = o.dim;
   s.tokens_per_sample = T;
   s.dim = C;

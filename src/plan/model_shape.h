@@ -52,7 +52,8 @@ struct ModuleShape {
 struct ModelShape {
   ModelKind kind = ModelKind::kMlp;
   int tp = 1;
-  TpMode tp_mode = TpMode::k1d;   // k1d also when tp == 1
+  TpMode tp_mode = TpMode::k1d;  // k1d also when tp == 1
+  int tp_side = 1;  // the grid side q (2d, 2.5d) or cube side p (3d)
   int64_t tokens_per_sample = 1;  // T (1 for the MLP)
   int64_t dim = 0;                // C (transformers)
   int64_t mlp_dim = 0;            // F (transformers)

@@ -32,6 +32,8 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kTp2p5dSameSamples, "tp2p5d_same_samples"},
     {Fault::kTp3dSkipSampleReduce, "tp3d_skip_sample_reduce"},
     {Fault::kTp3dBiasNoReduce, "tp3d_bias_no_reduce"},
+    {Fault::kSpSkipGradReduce, "sp_skip_grad_reduce"},
+    {Fault::kSpLocalPositions, "sp_local_positions"},
 };
 
 Fault parse_fault() {

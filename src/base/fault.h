@@ -38,6 +38,10 @@
 //                        the other samples ({tp_wt, tp_in})
 //   tp3d_bias_no_reduce  3D: a linear's bias gradient is not summed over
 //                        the ranks holding the other samples
+//   sp_skip_grad_reduce  sequence parallelism: parameter gradients are not
+//                        summed over sp (each rank keeps its tokens' share)
+//   sp_local_positions   sequence parallelism: the GPT's position embedding
+//                        uses each rank's local positions 0..T/sp-1
 #pragma once
 
 namespace ndt {
@@ -59,6 +63,8 @@ enum class Fault {
   kTp2p5dSameSamples,
   kTp3dSkipSampleReduce,
   kTp3dBiasNoReduce,
+  kSpSkipGradReduce,
+  kSpLocalPositions,
 };
 
 #ifdef NDT_FAULTS

@@ -26,15 +26,6 @@ void check_sequence_parallel(const Config& c) {
       ": sequence parallelism is not combined with tensor parallelism; use "
       "one of them");
   NDT_CHECK(
-      p.pp == 1,
-      ConfigError,
-      "parallel.sp=",
-      p.sp,
-      " with parallel.pp=",
-      p.pp,
-      ": sequence parallelism is not combined with pipeline parallelism; use "
-      "one of them");
-  NDT_CHECK(
       p.dp == 1 || p.dp_mode == DpMode::kMpi,
       ConfigError,
       "parallel.sp=",
@@ -88,6 +79,13 @@ SeqSplit sequence_split(const Config& config) {
   return config.parallel.sp_attention == SpAttention::kRing && causal
              ? SeqSplit::kZigzag
              : SeqSplit::kContiguous;
+}
+
+Shape sequence_local_activation(const Shape& global, int sp) {
+  NDT_ASSERT(
+      global.size() == 3 && global[1] % sp == 0,
+      "a sequence-parallel activation is [B, T, C] with T divisible by sp");
+  return {global[0], global[1] / sp, global[2]};
 }
 
 SeqShard sequence_shard(const Config& config, const Mesh& mesh) {

@@ -8,7 +8,7 @@
 //            for the causal GPT, contiguous for the ViT)
 //   ulysses  all-to-all to a head split around the serial core
 //
-// Not built: sp with tensor or pipeline parallelism, with single-process
+// Not built: sp with tensor parallelism, with single-process
 // data parallelism, or for the MLP (no tokens); each is a ConfigError.
 #pragma once
 
@@ -29,6 +29,10 @@ MeshAxis sequence_parallel_axis(const Config& config);
 // The split of every sample's tokens over sp: zig-zag for ring attention
 // on a causal model (the GPT), contiguous otherwise.
 SeqSplit sequence_split(const Config& config);
+
+// My block [B, T / sp, C] of an activation [B, T, C] between layers (the
+// pipeline's stage boundaries).
+Shape sequence_local_activation(const Shape& global, int sp);
 
 // My tokens of every sample (my coordinate on the mesh's sp axis).
 SeqShard sequence_shard(const Config& config, const Mesh& mesh);

@@ -1,6 +1,7 @@
 #include "parallel/sp_embedding.h"
 
 #include "base/check.h"
+#include "base/fault.h"
 #include "ops/ops.h"
 
 namespace ndt {
@@ -42,7 +43,9 @@ Tensor SpTokenEmbedding::forward(const Tensor& ids, Context& ctx) {
     position_ids_ = Tensor({B * Tl}, MemTag::kData, DType::kI32);
     int32_t* pos = position_ids_.data_i32();
     for (int64_t i = 0; i < B * Tl; ++i)
-      pos[i] = static_cast<int32_t>(shard_.global_position(i % Tl));
+      pos[i] = static_cast<int32_t>(
+          NDT_FAULT(kSpLocalPositions) ? i % Tl
+                                       : shard_.global_position(i % Tl));
   }
   Tensor y({B, Tl, C_}, MemTag::kActs);
   Tensor flat = y.view({B * Tl, C_});

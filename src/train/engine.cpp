@@ -101,7 +101,8 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
     if (!NDT_FAULT(kTp2p5dSkipDepthReduce))
       candidates.push_back(a);
   }
-  candidates.push_back("sp");
+  if (!NDT_FAULT(kSpSkipGradReduce))
+    candidates.push_back("sp");
   std::vector<std::string> grad_axes;  // those with more than one rank
   for (const std::string& a : candidates) {
     if (mesh.size(a) > 1)
@@ -128,7 +129,10 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         mesh.group("pp"),
         chunks_,
         p.pp * static_cast<int>(chunks_.size()),
-        [&mode](const Shape& s) { return mode.local_activation(s); },
+        [&mode, this](const Shape& s) {
+          return sp_ > 1 ? sequence_local_activation(s, sp_)
+                         : mode.local_activation(s);
+        },
         [&mode, mesh_ptr](int64_t n) { return mode.sample_rows(*mesh_ptr, n); },
         ddp_.get(),
         p.recompute == Recompute::kBlock,

@@ -82,9 +82,6 @@ TEST(SequenceParallel, RefusesWhatIsNotBuilt) {
       sp_error(gpt({"parallel.sp=2", "parallel.tp=2"})),
       {"parallel.sp=2", "parallel.tp=2", "tensor parallelism"});
   expect_has(
-      sp_error(gpt({"parallel.sp=2", "parallel.pp=2"})),
-      {"parallel.sp=2", "parallel.pp=2", "pipeline parallelism"});
-  expect_has(
       sp_error(
           gpt({"parallel.sp=2", "parallel.dp=3", "parallel.dp_mode=threads"})),
       {"parallel.sp=2", "parallel.dp_mode=mpi"});

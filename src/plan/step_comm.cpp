@@ -8,6 +8,7 @@
 #include "plan/mode_comm.h"
 #include "plan/model_shape.h"
 #include "plan/pipeline_comm.h"
+#include "plan/sp_comm.h"
 
 namespace ndt {
 namespace {
@@ -51,19 +52,18 @@ const CommVolume& StepComm::at(const std::string& group) const {
 
 StepComm step_comm(const Config& config, int pp_rank) {
   const ParallelConfig& p = config.parallel;
-  NDT_CHECK(
-      p.sp == 1,
-      ConfigError,
-      "the plan's step model does not model sequence parallelism "
-      "(parallel.sp=",
-      p.sp,
-      "); plan/sp_attention_cost.h has its attention layers");
   const bool threads = p.dp_mode == DpMode::kThreads && p.dp > 1;
   const int dp = threads ? 1 : p.dp;
   const ModelShape shape = model_shape(config.model, p);
   const int64_t local =
       divide(config.train.batch_size, p.dp, "train.batch_size per replica");
   const int64_t mbs = divide(local, p.microbatches, "micro-batch size");
+  // The module formulas: sequence parallelism's, or the tensor-parallel
+  // mode's (sp > 1 needs tp = 1).
+  const auto module_comm = [&](int m) {
+    return p.sp > 1 ? sp_module_comm(shape, m, p, config.model.heads, mbs)
+                    : mode_module_comm(shape, m, p, mbs);
+  };
   StepComm s;
   if (threads)
     s.threads_dp = threads_dp_step_comm(shape, p.dp);
@@ -81,18 +81,20 @@ StepComm step_comm(const Config& config, int pp_rank) {
     for (int m = 0; m < shape.num_modules(); ++m) {
       if (!held[m])
         continue;
-      const GroupPasses v = mode_module_comm(shape, m, p, mbs);
+      const GroupPasses v = module_comm(m);
       add(s, v, p.microbatches, false);
       if (pl.recompute && m > 0 && m < shape.head())
         add(s, v, p.microbatches, true);
     }
-    // Stages exchange the mode's block of each boundary activation.
-    const int split = p.tp_mode == TpMode::k1d && !p.tp_seq ? 1 : p.tp;
+    // Stages exchange the mode's block of each boundary activation (sp:
+    // my tokens').
+    const int split =
+        p.sp > 1 ? p.sp : p.tp_mode == TpMode::k1d && !p.tp_seq ? 1 : p.tp;
     s.groups["pp"] += pipeline_p2p_comm(shape, pl, pp_rank, mbs, split);
     s.groups["pp"].add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   } else {
     for (int m = 0; m < shape.num_modules(); ++m)
-      add(s, mode_module_comm(shape, m, p, mbs), p.microbatches, false);
+      add(s, module_comm(m), p.microbatches, false);
   }
 
   // Norms: per set of shard axes, one value per held parameter.
@@ -126,6 +128,10 @@ StepComm step_comm(const Config& config, int pp_rank) {
     grad_axes.push_back(a);
     grad_ranks *= axis_size.at(a);
   }
+  if (p.sp > 1) {
+    grad_axes.push_back("sp");
+    grad_ranks *= p.sp;
+  }
   if (grad_ranks > 1) {
     s.groups[joined(grad_axes)] += ddp_step_comm(
         shape, held, grad_ranks, static_cast<int64_t>(p.bucket_mb * (1 << 20)));
@@ -137,6 +143,8 @@ StepComm step_comm(const Config& config, int pp_rank) {
   s.groups["dp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   for (const std::string& a : mode->sample_axes())
     s.groups[a].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
+  if (p.sp > 1)
+    s.groups["sp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   return s;
 }
 

@@ -2,7 +2,8 @@
 // engine.h), per rank and per process group, in the ledger's units
 // (comm_volume.h), for a layout of the config: data parallel over MPI
 // (dp), pipeline (pp), tensor parallel in any mode (1d with or without
-// token split, 2d, 2.5d, 3d), and any product of them; single-process data
+// token split, 2d, 2.5d, 3d) or sequence parallel (sp, each attention
+// core), and any product of them; single-process data
 // parallel on the threads of one process.
 //
 // Groups are named as the mesh names them: "dp", "pp", "tp" (1d), the
@@ -10,23 +11,24 @@
 // gradient reduction with the replicas), "tp_col,tp_row" (norms of grid-
 // sharded parameters), ...
 //
-//   modules  every held module's layers per micro-batch (mode_comm.h),
-//       again the forward of each recomputed block
+//   modules  every held module's layers per micro-batch (mode_comm.h;
+//       sp_comm.h under sequence parallelism), again the forward of each
+//       recomputed block
 //   norms  the global gradient norm: per set of shard axes of the held
 //       parameters one fp64 all-reduce of one value per parameter on the
 //       group of those axes; LARS / LAMB: one of two values per parameter;
 //       with a pipeline one fp64 all-reduce [1] on pp
 //   pp  the rank's sends and receives (pipeline_comm.h)
 //   gradients  one all-reduce per gradient bucket (ddp_comm.h) on the
-//       group of dp and the mode's replica axes (2.5d: tp_dep) of size > 1
-//   loss  the step's [sum, count] in fp64 on pp, dp and each of the mode's
+//       group of dp, the mode's replica axes (2.5d: tp_dep) and sp of
+//       size > 1
+//   loss  the step's [sum, count] in fp64 on pp, dp, each of the mode's
 //       sample axes (2d: tp_row; 2.5d: tp_dep, tp_row; 3d: tp_wt, tp_in)
+//       and sp (sp > 1)
 //   threads_dp  (dp_mode threads) the per-replica broadcasts and reduces
 //       on the group Engine::step creates for the step
 //
-// Not here: evaluation, checkpoints, start-up checks (ddp_startup_comm),
-// and sequence parallelism (parallel.sp > 1: ConfigError; sp_attention_
-// cost.h has its attention layers).
+// Not here: evaluation, checkpoints, start-up checks (ddp_startup_comm).
 #pragma once
 
 #include <map>

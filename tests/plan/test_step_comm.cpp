@@ -13,7 +13,8 @@
 // Covered: 1D tensor parallel (ViT, GPT; tp 2 and 4; with and without
 // tp_seq; LAMB's sharded trust ratios), 2D (tp=4), 2.5D (tp=8, d=2) and 3D
 // (tp=8) on the GPT and the ViT (class token and mean pooling), with LAMB,
-// dp=2 and pp=2 with recompute, distributed data parallel over the dp
+// dp=2 and pp=2 with recompute, sequence parallelism (each attention core
+// at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2), distributed data parallel over the dp
 // group (several buckets, gradient accumulation), pipelines (every
 // schedule, interleaved chunks, recompute), and their products. Single-
 // process data parallel (dp_mode threads) is not: its group lives inside
@@ -88,12 +89,14 @@ CommVolume ledger(ProcessGroup& g) {
   return from_ledger(g.comm_ledger());
 }
 
-// The group the gradients are reduced over (dp and 2.5D's depth), as the
-// engine picks it; "dp" when there is none (its ledger is then empty).
+// The group the gradients are reduced over (dp, 2.5D's depth and sp), as
+// the engine picks it; "dp" when there is none (its ledger is then empty).
 std::string grad_group(const ParallelConfig& p) {
   std::string g = p.dp > 1 ? "dp" : "";
   if (p.tp > 1 && p.tp_mode == TpMode::k2p5d && p.tp_depth > 1)
     g += std::string(g.empty() ? "" : ",") + "tp_dep";
+  if (p.sp > 1)
+    g += std::string(g.empty() ? "" : ",") + "sp";
   return g.empty() ? "dp" : g;
 }
 
@@ -101,7 +104,7 @@ std::string grad_group(const ParallelConfig& p) {
 // every group's ledger of every rank with the plan.
 void check_layout(const Config& config) {
   const ParallelConfig& p = config.parallel;
-  const int world = p.dp * p.pp * p.tp;
+  const int world = p.dp * p.pp * p.tp * p.sp;
   std::vector<RankResult> got(world);
   run_local(world, [&](ProcessGroup& pg) {
     // The mesh as ndtrain builds it.
@@ -153,7 +156,8 @@ void check_layout(const Config& config) {
       held = held_modules(shape, pl, r.pp_rank);
     }
     const int grad_ranks =
-        p.dp * (p.tp > 1 && p.tp_mode == TpMode::k2p5d ? p.tp_depth : 1);
+        p.dp * p.sp *
+        (p.tp > 1 && p.tp_mode == TpMode::k2p5d ? p.tp_depth : 1);
     const CommVolume start = ddp_startup_comm(shape, held, grad_ranks);
     EXPECT_EQ(r.startup, start)
         << "start-up on " << grad_group(p) << ": measured "
@@ -178,19 +182,6 @@ class StepCommTest : public ::testing::TestWithParam<Case> {};
 TEST_P(StepCommTest, LedgerEqualsPlan) {
   const Case& c = GetParam();
   check_layout(make_config(*c.model, c.layout));
-}
-
-// Sequence parallelism has no step model yet: said, not an answer that
-// leaves its communication out.
-TEST(StepComm, RefusesTheModesItDoesNotModel) {
-  const Config c = make_config(kGpt, {"parallel.sp=2"});
-  try {
-    step_comm(c);
-    ADD_FAILURE() << "expected a ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.sp=2"), std::string::npos)
-        << e.what();
-  }
 }
 
 std::vector<Case> cases() {
@@ -310,6 +301,44 @@ std::vector<Case> cases() {
       pp.push_back(e);
     out.push_back({"gpt_pp2_recompute_tp" + name, &kGpt, pp});
   }
+  // Sequence parallelism: each attention core on the GPT (ring on its
+  // zig-zag split) and the ViT (mean pooling: 16 tokens; the class token
+  // with 4x4 patches: 50), at sp 2 and 4, with dp=2 and with pp=2.
+  for (const char* att : {"rsa", "ring", "ulysses"}) {
+    const std::string a = std::string("parallel.sp_attention=") + att;
+    out.push_back({std::string("gpt_sp2_") + att, &kGpt, {"parallel.sp=2", a}});
+    out.push_back({std::string("gpt_sp4_") + att, &kGpt, {"parallel.sp=4", a}});
+    out.push_back(
+        {std::string("vit_mean_sp2_") + att,
+         &kVit,
+         {"parallel.sp=2", "model.pool=mean", a}});
+  }
+  out.push_back(
+      {"vit_cls_sp2_ring", &kVit, {"parallel.sp=2", "model.patch=4"}});
+  out.push_back(
+      {"gpt_dp2_sp2_ring",
+       &kGpt,
+       {"parallel.dp=2",
+        "parallel.sp=2",
+        "train.batch_size=16",
+        "parallel.bucket_mb=0.01"}});
+  out.push_back(
+      {"gpt_pp2_sp2_ulysses_recompute",
+       &kGpt,
+       {"parallel.pp=2",
+        "parallel.sp=2",
+        "parallel.sp_attention=ulysses",
+        "parallel.microbatches=2",
+        "model.depth=4",
+        "parallel.recompute=block"}});
+  out.push_back(
+      {"vit_mean_pp2_sp2_rsa",
+       &kVit,
+       {"parallel.pp=2",
+        "parallel.sp=2",
+        "parallel.sp_attention=rsa",
+        "model.pool=mean",
+        "parallel.microbatches=2"}});
   return out;
 }
 

@@ -1,5 +1,6 @@
 // tp_mode_comm_bench: communication of one training step in any tensor-
-// parallel mode (1d, 2d, 2.5d, 3d), counted by the process groups
+// parallel mode (1d, 2d, 2.5d, 3d) or under sequence parallelism (any
+// parallel.sp_attention), counted by the process groups
 // (CommLedger, Note [Comm ledger] in comm/process_group.h) against the plan
 // library's step model (plan/step_comm.h; ctest checks the same on the
 // threads backend, tests/plan/test_step_comm.cpp).
@@ -103,23 +104,26 @@ int measure(ProcessGroup& world, const Config& config) {
   if (world.rank() == 0) {
     const ParallelConfig& p = config.parallel;
     std::printf(
-        "mode_comm: tp=%d tp_mode=%s dp=%d pp=%d (%d ranks), rank 0 per group "
-        "(counted / planned):\n",
+        "mode_comm: tp=%d tp_mode=%s dp=%d pp=%d sp=%d (%d ranks), rank 0 per "
+        "group (counted / planned):\n",
         p.tp,
         p.tp > 1 ? to_string(p.tp_mode) : "none",
         p.dp,
         p.pp,
+        p.sp,
         world.size());
     for (const std::string& l : lines)
       std::printf("%s\n", l.c_str());
     std::printf(
         "mode_comm_row tp=%d mode=%s rank0_bytes_per_step=%lld "
-        "planned=%lld max_comm_volume_error=%.3g\n",
+        "planned=%lld max_comm_volume_error=%.3g sp=%d sp_attention=%s\n",
         p.tp,
         p.tp > 1 ? to_string(p.tp_mode) : "none",
         static_cast<long long>(total),
         static_cast<long long>(planned),
-        worst);
+        worst,
+        p.sp,
+        to_string(p.sp_attention));
     // Model state from the allocator's ledger against the plan's formula;
     // activations have no formula: their peak is printed as measured.
     // The allocator counts each tensor's size class (mem_block_bytes): the

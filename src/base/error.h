@@ -4,6 +4,7 @@
 // DataError: a dataset file is missing or malformed.
 // CheckpointError: a checkpoint is missing, truncated or corrupt.
 // CommError: a communication operation failed or timed out.
+// MemoryError: an allocation would pass the memory cap (train.mem_cap_mb).
 // Every other failure is a plain Error; a failed NDT_ASSERT is a bug.
 #pragma once
 
@@ -33,6 +34,11 @@ class CheckpointError : public Error {
 };
 
 class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+class MemoryError : public Error {
  public:
   using Error::Error;
 };

@@ -38,6 +38,7 @@
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/verify.h"
 #include "parallel/tensor_parallel_mode.h"
+#include "tensor/memory.h"
 #include "train/peak.h"
 #include "train/step_bench.h"
 #include "train/trainer.h"
@@ -180,6 +181,8 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
     job.world = make_self_group("world");
   }
   job.world->set_timeout_s(config.comm.timeout_s);
+  memory_set_cap(
+      static_cast<int64_t>(double(config.train.mem_cap_mb) * (1 << 20)));
   job.mesh = std::make_unique<Mesh>(*job.world, sizes, names);
   return job;
 }
@@ -259,6 +262,9 @@ int cmd_bench(
   std::printf(" act_peak_mib=");
   for (size_t i = 0; i < r.act_peak_mib.size(); ++i)
     std::printf("%s%.2f", i ? "," : "", r.act_peak_mib[i]);
+  std::printf(" mem_peak_mib=");
+  for (size_t i = 0; i < r.mem_peak_mib.size(); ++i)
+    std::printf("%s%.2f", i ? "," : "", r.mem_peak_mib[i]);
   std::printf("\n");
   return 0;
 }

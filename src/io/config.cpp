@@ -193,6 +193,7 @@ constexpr Key kKeys[] = {
      at_least(0)},
     {"train.threads", field<&TrainConfig::threads>, at_least(0)},
     {"train.trace", field<&TrainConfig::trace>},
+    {"train.mem_cap_mb", field<&TrainConfig::mem_cap_mb>, at_least(0)},
 
     {"optim.name", field<&OptimConfig::name>},
     {"optim.lr", field<&OptimConfig::lr>, above(0)},

@@ -215,6 +215,8 @@ struct TrainConfig {
   bool trace = false;  // train.trace: write <run dir>/trace.json (Chrome
                        // trace of every rank's forward/backward/send/recv/
                        // optimizer spans)
+  float mem_cap_mb = 0;  // train.mem_cap_mb >= 0: cap on each rank's live
+                         // memory as the allocator counts it (MiB; 0: none)
 };
 
 struct OptimConfig {

@@ -16,15 +16,25 @@ void check_sequence_parallel(const Config& c) {
       p.sp,
       ": model.kind mlp has no token sequence to split; use model.kind vit "
       "or gpt, or parallel.sp=1");
+  // With tensor parallelism: Ulysses' head split inside 1D's (the other
+  // cores need every head's K and V of a token on one rank).
   NDT_CHECK(
-      p.tp == 1,
+      p.tp == 1 || (p.sp_attention == SpAttention::kUlysses &&
+                    p.tp_mode == TpMode::k1d && !p.tp_seq),
       ConfigError,
       "parallel.sp=",
       p.sp,
       " with parallel.tp=",
       p.tp,
-      ": sequence parallelism is not combined with tensor parallelism; use "
-      "one of them");
+      ": sequence parallelism combines with tensor parallelism only as "
+      "parallel.sp_attention=ulysses with parallel.tp_mode=1d and "
+      "parallel.tp_seq=false (this config: sp_attention=",
+      to_string(p.sp_attention),
+      ", tp_mode=",
+      to_string(p.tp_mode),
+      ", tp_seq=",
+      p.tp_seq ? "true" : "false",
+      ")");
   NDT_CHECK(
       p.dp == 1 || p.dp_mode == DpMode::kMpi,
       ConfigError,
@@ -55,14 +65,17 @@ void check_sequence_parallel(const Config& c) {
       chunks);
   if (p.sp_attention == SpAttention::kUlysses) {
     NDT_CHECK(
-        m.heads % p.sp == 0,
+        m.heads % (p.sp * p.tp) == 0,
         ConfigError,
         "parallel.sp_attention ulysses splits the heads over the sequence-"
-        "parallel ranks: model.heads (",
+        "parallel ranks",
+        p.tp > 1 ? " inside the tensor-parallel ones" : "",
+        ": model.heads (",
         m.heads,
         ") must be divisible by parallel.sp (",
         p.sp,
-        ")");
+        ")",
+        p.tp > 1 ? " x parallel.tp (" + std::to_string(p.tp) + ")" : "");
   }
 }
 
@@ -102,7 +115,8 @@ std::unique_ptr<Builder> make_sequence_parallel_builder(
   return std::make_unique<SpBuilder>(
       mesh.group("sp"),
       config.parallel.sp_attention,
-      sequence_shard(config, mesh));
+      sequence_shard(config, mesh),
+      mesh.group("tp"));
 }
 
 }  // namespace ndt

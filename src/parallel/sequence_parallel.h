@@ -8,8 +8,10 @@
 //            for the causal GPT, contiguous for the ViT)
 //   ulysses  all-to-all to a head split around the serial core
 //
-// Not built: sp with tensor parallelism, with single-process
-// data parallelism, or for the MLP (no tokens); each is a ConfigError.
+// With 1D tensor parallelism (no token split) Ulysses splits each tp
+// rank's heads further over sp. Not built: sp with the other tensor-
+// parallel modes or cores, with single-process data parallelism, or for
+// the MLP (no tokens); each is a ConfigError.
 #pragma once
 
 #include <memory>

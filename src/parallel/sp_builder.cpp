@@ -5,6 +5,8 @@
 #include "parallel/ring_self_attention.h"
 #include "parallel/sp_dropout.h"
 #include "parallel/sp_embedding.h"
+#include "parallel/tp1d_builder.h"
+#include "parallel/tp1d_embedding.h"
 #include "parallel/ulysses_attention.h"
 
 namespace ndt {
@@ -62,8 +64,19 @@ class RootHead final : public LossHead {
 }  // namespace
 
 SpBuilder::SpBuilder(
-    ProcessGroup& sp, SpAttention attention, const SeqShard& shard)
-    : sp_(sp), attention_(attention), shard_(shard) {
+    ProcessGroup& sp,
+    SpAttention attention,
+    const SeqShard& shard,
+    ProcessGroup& tp)
+    : sp_(sp), attention_(attention), shard_(shard), tp_(tp) {
+  if (tp.size() > 1) {
+    NDT_ASSERT(
+        attention == SpAttention::kUlysses,
+        "sequence parallelism with tp: ulysses only");
+    per_token_ = std::make_unique<Tp1dBuilder>(tp, false, shard.T_local());
+  } else {
+    per_token_ = std::make_unique<SerialBuilder>();
+  }
   NDT_ASSERT(
       shard.rank() == sp.rank() && shard.size() == sp.size(),
       "shard of rank ",
@@ -76,7 +89,30 @@ SpBuilder::SpBuilder(
       sp.size());
 }
 
+std::unique_ptr<Module> SpBuilder::linear(
+    const std::string& name,
+    int in_features,
+    int out_features,
+    bool bias,
+    Act act,
+    LinearRole role,
+    float init_std) {
+  return per_token_->linear(
+      name, in_features, out_features, bias, act, role, init_std);
+}
+
+std::unique_ptr<Module> SpBuilder::layernorm(const std::string& name, int C) {
+  return per_token_->layernorm(name, C);
+}
+
+std::unique_ptr<LossHead> SpBuilder::lm_head(const LmHeadOptions& options) {
+  return per_token_->lm_head(options);
+}
+
+// heads: the model's; 1D tensor parallelism keeps heads / tp of them.
 std::unique_ptr<Module> SpBuilder::attention_core(int heads, bool causal) {
+  NDT_ASSERT(heads % tp_.size() == 0, heads, " heads over ", tp_.size());
+  heads /= tp_.size();
   // Only ring attention runs on the zig-zag split.
   NDT_ASSERT(
       attention_ == SpAttention::kRing ||
@@ -106,11 +142,15 @@ std::unique_ptr<LossHead> SpBuilder::classifier_head(
     const ClassifierHeadOptions& options) {
   NDT_ASSERT(options.pool != HeadPool::kNone, "classifier head on tokens");
   return std::make_unique<RootHead>(
-      SerialBuilder::classifier_head(options), sp_, shard_);
+      serial_.classifier_head(options), sp_, shard_);
 }
 
 std::unique_ptr<Module> SpBuilder::token_embedding(
     const std::string& name, int vocab, int seq_len, int C, float init_std) {
+  if (tp_.size() > 1) {
+    return std::make_unique<VocabParallelEmbedding>(
+        name, vocab, seq_len, C, init_std, tp_, false, shard_);
+  }
   return std::make_unique<SpTokenEmbedding>(
       name, vocab, seq_len, C, init_std, shard_);
 }
@@ -118,7 +158,7 @@ std::unique_ptr<Module> SpBuilder::token_embedding(
 std::unique_ptr<Module> SpBuilder::patch_embedding(
     const PatchEmbeddingOptions& options) {
   return std::make_unique<SpTokensOf>(
-      SerialBuilder::patch_embedding(options), shard_);
+      serial_.patch_embedding(options), shard_);
 }
 
 }  // namespace ndt

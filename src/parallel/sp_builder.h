@@ -1,24 +1,32 @@
 // SpBuilder: the model builder of sequence parallelism, so that the serial
 // model definitions (nn/model.h) build their sequence-parallel form
 // unchanged. Activations between layers are my tokens [B, T_local, C] of
-// the split (nn/seq_split.h) the attention core runs on; every parameter
+// the split (nn/seq_split.h) the attention core runs on. Every parameter
 // is replicated over sp, and since each rank sees only its tokens, the
 // engine sums the gradients over sp (with dp).
 //
-//   layer              built                                comm on sp
-//   linear, layernorm  serial (per token)                   -
-//   attention_core     RingSelfAttention | RingAttention |  per algorithm
-//                      UlyssesAttention (parallel.sp_attention)
+// With 1D tensor parallelism (tp > 1: Ulysses attention only, no token
+// split; sequence_parallel.h checks the config) the per-token layers are
+// Tp1dBuilder's on my tokens, the attention core runs on heads / tp heads
+// and the token embedding is vocabulary-parallel at global positions.
+//
+//   layer              built                                comm
+//   linear, layernorm  serial, or Tp1dBuilder's (tp > 1)    tp: 1D's
+//   attention_core     RingSelfAttention | RingAttention |  sp: per
+//                      UlyssesAttention (parallel.sp_attention) algorithm
 //   dropout            SpDropout (the serial mask of my      -
 //                      tokens)
-//   token_embedding    SpTokenEmbedding (global positions;  -
-//                      the data path gives my tokens)
+//   token_embedding    SpTokenEmbedding (global positions;  tp: 1D's
+//                      the data path gives my tokens), or
+//                      VocabParallelEmbedding at them (tp > 1)
 //   patch_embedding    SpTokensOf(serial): my tokens         -
-//   lm_head            serial on my tokens (loss over my    -
-//                      tokens; the engine sums over sp)
-//   classifier_head    serial on sp rank 0, fed every token fwd all-gather of
-//                      (pooling needs them); the others     my tokens; bwd
-//                      add no loss and no gradient          broadcast of dx
+//   lm_head            serial, or VocabParallelLmHead (tp), tp: 1D's
+//                      on my tokens (loss over my tokens;
+//                      the engine sums over sp)
+//   classifier_head    serial on sp rank 0, fed every token sp: fwd all-
+//                      (pooling needs them); the others     gather of my
+//                      add no loss and no gradient          tokens; bwd
+//                                                           broadcast of dx
 #pragma once
 
 #include <memory>
@@ -31,12 +39,26 @@
 
 namespace ndt {
 
-// The serial builder's linear, layernorm and lm_head; the rest below.
-class SpBuilder final : public SerialBuilder {
+class SpBuilder final : public Builder {
  public:
-  // shard: my tokens of every sample (rank and size of `sp`).
-  SpBuilder(ProcessGroup& sp, SpAttention attention, const SeqShard& shard);
+  // shard: my tokens of every sample (rank and size of `sp`); tp: the 1D
+  // tensor-parallel group (one rank: none).
+  SpBuilder(
+      ProcessGroup& sp,
+      SpAttention attention,
+      const SeqShard& shard,
+      ProcessGroup& tp);
 
+  std::unique_ptr<Module> linear(
+      const std::string& name,
+      int in_features,
+      int out_features,
+      bool bias,
+      Act act,
+      LinearRole role,
+      float init_std) override;
+  std::unique_ptr<Module> layernorm(const std::string& name, int C) override;
+  std::unique_ptr<LossHead> lm_head(const LmHeadOptions& options) override;
   std::unique_ptr<Module> attention_core(int heads, bool causal) override;
   std::unique_ptr<Module> dropout(const std::string& name, float p) override;
   std::unique_ptr<LossHead> classifier_head(
@@ -54,6 +76,9 @@ class SpBuilder final : public SerialBuilder {
   ProcessGroup& sp_;
   SpAttention attention_;
   SeqShard shard_;
+  ProcessGroup& tp_;
+  SerialBuilder serial_;
+  std::unique_ptr<Builder> per_token_;  // linear, layernorm, lm_head
 };
 
 }  // namespace ndt

@@ -48,9 +48,11 @@ VocabParallelEmbedding::VocabParallelEmbedding(
     int C,
     float init_std,
     ProcessGroup& tp,
-    bool token_split)
+    bool token_split,
+    std::optional<SeqShard> sp_tokens)
     : tp_(tp),
       token_split_(token_split),
+      sp_tokens_(std::move(sp_tokens)),
       C_(C),
       V_local_(vocab / tp.size()),
       v_begin_(static_cast<int64_t>(tp.rank()) * (vocab / tp.size())),
@@ -61,12 +63,24 @@ VocabParallelEmbedding::VocabParallelEmbedding(
           false,
           {Init::kNormal, init_std}),
       reduce_(tp),
-      scatter_(tp) {}
+      scatter_(tp) {
+  NDT_ASSERT(
+      !(token_split && sp_tokens_),
+      "token split and sequence parallelism in one embedding");
+}
+
+int64_t VocabParallelEmbedding::position(
+    int64_t first, int64_t i, int64_t T) const {
+  return sp_tokens_ ? sp_tokens_->global_position((first + i) % T)
+                    : (first + i) % T;
+}
 
 // ids [B, T]; saved {ids}; child(0) is the reduction's context.
 Tensor VocabParallelEmbedding::forward(const Tensor& ids, Context& ctx) {
   const int64_t B = ids.dim(0), T = ids.dim(1), N = B * T, C = C_;
-  NDT_ASSERT(T <= positions_.value.dim(0), "sequence longer than positions");
+  NDT_ASSERT(
+      (sp_tokens_ ? sp_tokens_->T_global() : T) <= positions_.value.dim(0),
+      "sequence longer than positions");
   NDT_CHECK(
       !token_split_ || N % tp_.size() == 0,
       ConfigError,
@@ -110,7 +124,7 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids, Context& ctx) {
   const float* pos = positions_.value.data();
   float* yp = y.data();
   for (int64_t i = 0; i < rows; ++i) {
-    const float* pr = pos + ((first + i) % T) * C;
+    const float* pr = pos + position(first, i, T) * C;
     float* yr = yp + i * C;
     for (int64_t c = 0; c < C; ++c)
       yr[c] += pr[c];
@@ -142,15 +156,19 @@ Tensor VocabParallelEmbedding::backward(const Tensor& dy, Context& ctx) {
   }
   // Positions: from the full gradient, exactly as TokenEmbedding does, so
   // the replicated gradient is complete on every rank without a reduction.
-  if (T == positions_.grad.dim(0)) {
+  if (T == positions_.grad.dim(0) && !sp_tokens_) {
     Tensor dpos = positions_.grad.view({T * C});
     ops::bias_add_backward(dpos, dfull.view({B, T * C}));
   } else {
     Tensor part = Tensor::zeros({T * C}, MemTag::kActs);
     ops::bias_add_backward(part, dfull.view({B, T * C}));
     float* gp = positions_.grad.data();
-    for (int64_t i = 0; i < T * C; ++i)
-      gp[i] += part.data()[i];
+    for (int64_t j = 0; j < T; ++j) {
+      float* dst = gp + position(0, j, T) * C;
+      const float* src = part.data() + j * C;
+      for (int64_t c = 0; c < C; ++c)
+        dst[c] += src[c];
+    }
   }
   ctx.saved.clear();
   return Tensor();

@@ -20,13 +20,18 @@
 //
 // The positions are added after the reduction, once; in token-split mode
 // row j of rank r is global token g = r N/tp + j at position g mod T.
+// Under sequence parallelism (sp_tokens, no token split) the ids are my
+// tokens [B, T_local] of every sample and local token j sits at
+// sp_tokens->global_position(j).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "comm/process_group.h"
 #include "nn/layout.h"
 #include "nn/module.h"
+#include "nn/seq_split.h"
 #include "parallel/regions.h"
 
 namespace ndt {
@@ -47,15 +52,20 @@ class VocabParallelEmbedding final : public Module {
       int C,
       float init_std,
       ProcessGroup& tp,
-      bool token_split);
+      bool token_split,
+      std::optional<SeqShard> sp_tokens = std::nullopt);
   Tensor forward(const Tensor& ids, Context& ctx) override;
   // Accumulates both parameter gradients; returns an undefined Tensor.
   Tensor backward(const Tensor& dy, Context& ctx) override;
   void collect_parameters(std::vector<Parameter*>& out) override;
 
  private:
+  // Position of row i (of `rows` per call; T tokens per sample).
+  int64_t position(int64_t first, int64_t i, int64_t T) const;
+
   ProcessGroup& tp_;
   bool token_split_;
+  std::optional<SeqShard> sp_tokens_;
   int C_;
   int64_t V_local_;
   int64_t v_begin_;  // first vocabulary row held here

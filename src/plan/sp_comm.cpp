@@ -23,7 +23,9 @@ GroupPasses sp_module_comm(
   PassVolume v;
   switch (shape.modules.at(m).kind) {
     case ModuleKind::kTransformerBlock: {
-      const SpAttentionShape s{N, samples, T, C, heads};
+      // My tensor-parallel share of the heads and their width.
+      const SpAttentionShape s{
+          N, samples, T, C / parallel.tp, heads / parallel.tp};
       switch (parallel.sp_attention) {
         case SpAttention::kRsa:
           v = rsa_attention_comm(s);

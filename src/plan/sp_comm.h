@@ -6,12 +6,16 @@
 //   embeddings, linears, LayerNorms, dropout, the LM head   none (per token)
 //   transformer block   its attention core (sp_attention_cost.h) on the
 //                       micro-batch's samples, all T tokens, model.heads
+//                       / tp heads of width C / tp (Ulysses inside 1D
+//                       tensor parallelism; tp = 1 otherwise)
 //   classifier head     fwd all-gather of my [samples, T/N, C]; bwd
 //   (ViT: pooling)      broadcast of sp rank 0's input gradient
 //                       [samples, T, C]
 //
 // Weights are replicated over sp: their gradient reduction is data
-// parallelism's (step_comm.h adds "sp" to its group).
+// parallelism's (step_comm.h adds "sp" to its group). With 1D tensor
+// parallelism its layers' communication on "tp" is mode_comm.h's on my
+// tokens (step_comm.h adds it).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +26,8 @@
 
 namespace ndt {
 
-// Module m of `shape` (model_shape(config.model, parallel), tp = 1) on a
-// micro-batch of `samples` samples; `heads` is model.heads.
+// Module m of `shape` (model_shape(config.model, parallel)) on a micro-
+// batch of `samples` samples; `heads` is model.heads.
 GroupPasses sp_module_comm(
     const ModelShape& shape,
     int m,

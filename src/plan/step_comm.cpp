@@ -58,11 +58,18 @@ StepComm step_comm(const Config& config, int pp_rank) {
   const int64_t local =
       divide(config.train.batch_size, p.dp, "train.batch_size per replica");
   const int64_t mbs = divide(local, p.microbatches, "micro-batch size");
-  // The module formulas: sequence parallelism's, or the tensor-parallel
-  // mode's (sp > 1 needs tp = 1).
+  // The module formulas: the tensor-parallel mode's, and sequence
+  // parallelism's (with 1D tensor parallelism, whose layers then see my
+  // tokens only).
+  ModelShape sp_shape = shape;
+  sp_shape.tokens_per_sample /= p.sp;
   const auto module_comm = [&](int m) {
-    return p.sp > 1 ? sp_module_comm(shape, m, p, config.model.heads, mbs)
-                    : mode_module_comm(shape, m, p, mbs);
+    if (p.sp == 1)
+      return mode_module_comm(shape, m, p, mbs);
+    GroupPasses v = sp_module_comm(shape, m, p, config.model.heads, mbs);
+    for (const auto& [group, pv] : mode_module_comm(sp_shape, m, p, mbs))
+      v[group] = v[group] + pv;
+    return v;
   };
   StepComm s;
   if (threads)

@@ -1,10 +1,14 @@
 #include "tensor/memory.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string>
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include "base/error.h"
 
 namespace ndt {
 namespace {
@@ -33,7 +37,14 @@ struct Pool {
   std::mutex mu;
   std::map<size_t, std::vector<void*>> free_lists;
   MemoryStats stats;
+  int64_t cap = 0;  // live bytes allowed; 0: no cap
 };
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
 
 Pool& pool() {
   static Pool* p = new Pool();  // never destroyed: tensors may outlive main
@@ -70,6 +81,15 @@ void* mem_alloc(size_t bytes, MemTag tag) {
   void* ptr = nullptr;
   {
     std::lock_guard<std::mutex> lock(p.mu);
+    const int64_t live = p.stats.total_current_bytes;
+    if (p.cap > 0 && live + int64_t(size) > p.cap) {
+      throw MemoryError(
+          "memory cap exceeded: an allocation of " + mib(int64_t(size)) +
+          " (" + std::string(mem_tag_name(tag)) + ") on top of " + mib(live) +
+          " live passes train.mem_cap_mb (" + mib(p.cap) +
+          "); raise the cap or shrink the run (train.batch_size, "
+          "model.seq_len, the model, or more parallel ranks)");
+    }
     auto it = p.free_lists.find(size);
     if (it != p.free_lists.end() && !it->second.empty()) {
       ptr = it->second.back();
@@ -132,6 +152,18 @@ void memory_release_cached() {
     list.clear();
   }
   p.stats.cached_bytes = 0;
+}
+
+void memory_set_cap(int64_t bytes) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.cap = bytes;
+}
+
+int64_t memory_cap() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.cap;
 }
 
 }  // namespace ndt

@@ -9,6 +9,9 @@
 // Every block carries a MemTag; current and peak bytes are kept per tag so
 // memory claims (ZeRO, pipeline schedules, recompute) are measured.
 // Thread-safe. Does not return memory to the OS until memory_release_cached().
+// A cap (memory_set_cap, train.mem_cap_mb) bounds the live bytes: the
+// process's memory as the ledger counts it, so that "fits in X MiB" is a
+// measured fact on any machine.
 #pragma once
 
 #include <array>
@@ -57,5 +60,10 @@ MemoryStats memory_stats();
 void memory_reset_peaks();
 // Frees every cached block back to the OS.
 void memory_release_cached();
+// Caps the live bytes (every tag, size classes counted): mem_alloc throws
+// MemoryError (naming the request, its tag, the live bytes and the cap)
+// rather than pass it, and changes nothing. 0: no cap (the default).
+void memory_set_cap(int64_t bytes);
+int64_t memory_cap();
 
 }  // namespace ndt

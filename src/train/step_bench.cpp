@@ -60,6 +60,10 @@ StepBenchResult run_step_bench(
           memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)]) /
       (1 << 20);
   world.all_reduce(r.act_peak_mib.data(), world.size());
+  r.mem_peak_mib.assign(world.size(), 0.0);
+  r.mem_peak_mib[world.rank()] =
+      static_cast<double>(memory_stats().total_peak_bytes) / (1 << 20);
+  world.all_reduce(r.mem_peak_mib.data(), world.size());
   std::sort(ms.begin(), ms.end());
   r.median_ms = ms[ms.size() / 2];
   if (ms.size() % 2 == 0)

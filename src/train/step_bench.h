@@ -29,6 +29,8 @@ struct StepBenchResult {
   double bubble = 0;
   double bubble_theory = 0;
   std::vector<double> act_peak_mib;  // per world rank
+  // Every tag's live peak (what train.mem_cap_mb bounds), per world rank.
+  std::vector<double> mem_peak_mib;
 };
 
 // iters >= 1 timed steps after `warmup` untimed ones.

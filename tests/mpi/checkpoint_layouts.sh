@@ -7,7 +7,9 @@
 # train.resume would start at step 1 and reproduce the same losses). Pairs: pipeline (pp=2, 1F1B) -> serial, serial -> dp=2 x pp=2,
 # dp=2 x pp=2 x tp=2 (sequence-split regions) -> tp=4 and -> serial, and
 # pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D, and 2.5D
-# (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial.
+# (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial,
+# and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring)
+# and -> serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -89,4 +91,10 @@ run 8 "$work/tp2p5d_to_tp3d" parallel.tp=8 parallel.tp_mode=3d \
 compare "2.5d tp=8 -> 3d tp=8" "$work/tp2p5d" "$work/tp2p5d_to_tp3d" || exit 1
 run 1 "$work/tp2p5d_to_serial" train.resume="$work/tp2p5d/checkpoints/step-3"
 compare "2.5d tp=8 -> serial" "$work/tp2p5d" "$work/tp2p5d_to_serial" || exit 1
+run 4 "$work/sp2tp2" parallel.sp=2 parallel.tp=2 parallel.sp_attention=ulysses
+run 4 "$work/sp2tp2_to_sp4" parallel.sp=4 parallel.sp_attention=ring \
+  train.resume="$work/sp2tp2/checkpoints/step-3"
+compare "sp=2 x tp=2 ulysses -> sp=4 ring" "$work/sp2tp2" "$work/sp2tp2_to_sp4" || exit 1
+run 1 "$work/sp2tp2_to_serial" train.resume="$work/sp2tp2/checkpoints/step-3"
+compare "sp=2 x tp=2 ulysses -> serial" "$work/sp2tp2" "$work/sp2tp2_to_serial" || exit 1
 echo PASS

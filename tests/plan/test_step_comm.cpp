@@ -14,7 +14,8 @@
 // tp_seq; LAMB's sharded trust ratios), 2D (tp=4), 2.5D (tp=8, d=2) and 3D
 // (tp=8) on the GPT and the ViT (class token and mean pooling), with LAMB,
 // dp=2 and pp=2 with recompute, sequence parallelism (each attention core
-// at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2), distributed data parallel over the dp
+// at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2; Ulysses
+// inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2), distributed data parallel over the dp
 // group (several buckets, gradient accumulation), pipelines (every
 // schedule, interleaved chunks, recompute), and their products. Single-
 // process data parallel (dp_mode threads) is not: its group lives inside
@@ -315,6 +316,26 @@ std::vector<Case> cases() {
   }
   out.push_back(
       {"vit_cls_sp2_ring", &kVit, {"parallel.sp=2", "model.patch=4"}});
+  // Ulysses inside 1D tensor parallelism.
+  const std::vector<std::string> sp_tp = {
+      "parallel.sp=2", "parallel.sp_attention=ulysses", "parallel.tp=2"};
+  out.push_back({"gpt_sp2_tp2_ulysses", &kGpt, sp_tp});
+  {
+    std::vector<std::string> l = sp_tp;
+    l.push_back("model.pool=mean");
+    out.push_back({"vit_mean_sp2_tp2_ulysses", &kVit, l});
+  }
+  {
+    std::vector<std::string> l = sp_tp;
+    for (const char* e :
+         {"parallel.dp=2",
+          "parallel.pp=2",
+          "parallel.microbatches=2",
+          "train.batch_size=16",
+          "model.depth=4"})
+      l.push_back(e);
+    out.push_back({"gpt_dp2_pp2_sp2_tp2_ulysses", &kGpt, l});
+  }
   out.push_back(
       {"gpt_dp2_sp2_ring",
        &kGpt,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "base/error.h"
 #include "tensor/memory.h"
@@ -47,6 +48,32 @@ TEST(Allocator, ReusesFreedBlocksAndTracksTags) {
   MemoryStats s3 = memory_stats();
   EXPECT_EQ(s3.total_current_bytes, s0.total_current_bytes);
   EXPECT_EQ(mem_tag_name(MemTag::kOptim), "optim");
+}
+
+// The cap bounds the live bytes (size classes, every tag): an allocation
+// that would pass it throws MemoryError naming the request and the cap,
+// and leaves the ledger as it was; one that fits goes through.
+TEST(Allocator, CapRefusesWhatWouldPassIt) {
+  const int64_t live = memory_stats().total_current_bytes;
+  memory_set_cap(live + (3 << 20));  // 3 MiB more than live now
+  EXPECT_EQ(memory_cap(), live + (3 << 20));
+  {
+    Tensor a({1 << 19}, MemTag::kActs);  // 2 MiB: fits
+    std::string what;
+    try {
+      Tensor b({1 << 19}, MemTag::kComm);  // 2 more: 4 > 3
+    } catch (const MemoryError& e) {
+      what = e.what();
+    }
+    EXPECT_NE(what.find("memory cap exceeded"), std::string::npos) << what;
+    EXPECT_NE(what.find("2.00 MiB (comm)"), std::string::npos) << what;
+    EXPECT_NE(what.find("train.mem_cap_mb"), std::string::npos) << what;
+    EXPECT_EQ(memory_stats().total_current_bytes, live + (2 << 20));
+    Tensor c({1 << 18}, MemTag::kActs);  // 1 MiB: exactly at the cap
+  }
+  memory_set_cap(0);
+  Tensor big({1 << 21}, MemTag::kActs);  // no cap: 8 MiB
+  EXPECT_EQ(memory_stats().total_current_bytes, live + (8 << 20));
 }
 
 TEST(Rng, PhiloxKnownAnswer) {

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "comm/local_process_group.h"
+#include "comm/mesh.h"
 #include "nn/model.h"
 #include "parallel/sequence_parallel.h"
 #include "parallel/sp_builder.h"
@@ -78,9 +79,31 @@ std::string sp_error(const Config& c) {
 }
 
 TEST(SequenceParallel, RefusesWhatIsNotBuilt) {
+  // Tensor parallelism: Ulysses inside 1D without token split only.
+  for (const char* bad :
+       {"parallel.sp_attention=ring",
+        "parallel.sp_attention=rsa",
+        "parallel.tp_seq=true"}) {
+    std::vector<std::string> l = {"parallel.sp=2", "parallel.tp=2", bad};
+    if (std::string(bad) == "parallel.tp_seq=true")
+      l.push_back("parallel.sp_attention=ulysses");
+    expect_has(
+        sp_error(gpt(l)),
+        {"parallel.sp=2", "parallel.tp=2", "parallel.sp_attention=ulysses",
+         "parallel.tp_mode=1d", "parallel.tp_seq=false"});
+  }
   expect_has(
-      sp_error(gpt({"parallel.sp=2", "parallel.tp=2"})),
-      {"parallel.sp=2", "parallel.tp=2", "tensor parallelism"});
+      sp_error(gpt({"parallel.sp=2",
+                    "parallel.tp=4",
+                    "parallel.tp_mode=2d",
+                    "parallel.sp_attention=ulysses"})),
+      {"tp_mode=2d"});
+  expect_has(
+      sp_error(gpt({"parallel.sp=2",
+                    "parallel.tp=2",
+                    "parallel.sp_attention=ulysses",
+                    "model.heads=6"})),
+      {"model.heads (6)", "parallel.sp (2) x parallel.tp (2)"});
   expect_has(
       sp_error(
           gpt({"parallel.sp=2", "parallel.dp=3", "parallel.dp_mode=threads"})),
@@ -147,22 +170,28 @@ Grads serial_grads(const Config& c, const Tensor& input, const Tensor& t) {
   return g;
 }
 
-// The model on N sequence-parallel threads; each rank's gradients and loss
-// summed over the ranks (what the engine's DDP over dp x sp does).
+// The model on tp x N threads (mesh axes tp, sp); each rank's gradients and
+// loss summed over sp (what the engine's DDP over dp x sp does), each
+// gradient compared with its block of the serial one (1D tensor
+// parallelism shards some).
 void check_model(const Config& c, const Tensor& input, const Tensor& t) {
   const int N = c.parallel.sp;
+  const int tp = c.parallel.tp;
   SCOPED_TRACE(
       std::string(to_string(c.model.kind)) + " sp=" + std::to_string(N) + " " +
-      to_string(c.parallel.sp_attention) + " pool " +
+      to_string(c.parallel.sp_attention) + " tp=" + std::to_string(tp) +
+      " pool " +
       std::to_string(static_cast<int>(c.model.pool)));
   const Grads want = serial_grads(c, input, t);
   const bool tokens = c.model.kind == ModelKind::kGpt;
-  std::vector<std::vector<double>> diffs(N);
-  std::vector<double> loss(N);
-  run_local(N, [&](ProcessGroup& pg) {
+  std::vector<std::vector<double>> diffs(tp * N);
+  std::vector<double> loss(tp * N);
+  run_local(tp * N, [&](ProcessGroup& world) {
+    Mesh mesh(world, {tp, N}, {"tp", "sp"});
+    ProcessGroup& pg = mesh.group("sp");
     const SeqShard shard(
         sequence_split(c), model_tokens(c.model), pg.rank(), N);
-    SpBuilder b(pg, c.parallel.sp_attention, shard);
+    SpBuilder b(pg, c.parallel.sp_attention, shard, mesh.group("tp"));
     std::unique_ptr<Model> m = make_model(c.model, b);
     m->init(c.train.seed);
     Context ctx;
@@ -176,16 +205,18 @@ void check_model(const Config& c, const Tensor& input, const Tensor& t) {
         stats);
     double l = stats.loss_sum;
     pg.all_reduce(&l, 1);
-    loss[pg.rank()] = l;
+    loss[world.rank()] = l;
     std::vector<Parameter*> ps = m->parameters();
     for (size_t i = 0; i < ps.size(); ++i) {
       Tensor& g = ps[i]->grad;
       pg.all_reduce(g.data(), g.numel());
-      diffs[pg.rank()].push_back(
-          i < want.grads.size() ? rel_diff(g, want.grads[i]) : INFINITY);
+      diffs[world.rank()].push_back(
+          i < want.grads.size()
+              ? rel_diff(g, ps[i]->layout.take_local(want.grads[i]))
+              : INFINITY);
     }
   });
-  for (int r = 0; r < N; ++r) {
+  for (int r = 0; r < tp * N; ++r) {
     EXPECT_NEAR(loss[r], want.loss, 1e-6 * std::fabs(want.loss));
     ASSERT_EQ(diffs[r].size(), want.grads.size());
     for (size_t i = 0; i < diffs[r].size(); ++i)
@@ -206,6 +237,30 @@ TEST(SequenceParallel, GptMatchesSerial) {
           next);
     }
   }
+}
+
+// Ulysses inside 1D tensor parallelism: tp splits the heads (and the
+// vocabulary, the MLP), sp splits each tp rank's heads further (GPT: 6
+// heads, tp = 2, sp = 3; ViT: tp = 3, sp = 2).
+TEST(SequenceParallel, UlyssesWithTp1dMatchesSerial) {
+  const Tensor ids = int_tensor({3, 24}, 32, 7, 3);
+  const Tensor next = int_tensor({3, 24}, 32, 5, 1);
+  const std::vector<std::string> l = {
+      "parallel.sp=3", "parallel.sp_attention=ulysses", "parallel.tp=2"};
+  check_model(gpt(l), ids, next);
+  // ViT: tp = 3 (mlp_dim 48 splits), the class token (9 + 1 tokens) and
+  // mean pooling (16 tokens of a 16 x 16 image).
+  const Tensor labels = int_tensor({3}, 10, 3, 1);
+  const std::vector<std::string> v = {
+      "parallel.sp=2",
+      "parallel.sp_attention=ulysses",
+      "parallel.tp=3",
+      "model.mlp_dim=48"};
+  check_model(vit(v), randn({3, 1, 12, 12}, 3, "images"), labels);
+  std::vector<std::string> mean = v;
+  mean.push_back("model.pool=mean");
+  mean.push_back("model.image_size=16");
+  check_model(vit(mean), randn({3, 1, 16, 16}, 3, "images"), labels);
 }
 
 TEST(SequenceParallel, VitMatchesSerial) {

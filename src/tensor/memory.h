@@ -47,8 +47,8 @@ struct MemoryStats {
 };
 
 // The bytes a block of `bytes` takes (its size class; what the ledger
-// counts): multiples of 64 B up to 4 KiB, then 1/8 steps of the next power
-// of two.
+// counts): multiples of 64 B up to 4 KiB, then 1/8 steps of the largest
+// power of two not above `bytes` (less than 12.5% over).
 size_t mem_block_bytes(size_t bytes);
 // Returns a 64-byte aligned block of at least `bytes` bytes (rounded up).
 void* mem_alloc(size_t bytes, MemTag tag);

@@ -1,0 +1,58 @@
+// Analytic activation memory of a transformer block per rank: the tensors
+// one block (nn/transformer_block.h) holds from its training forward to
+// its backward under the configured tensor-parallel mode, in bytes of the
+// allocator's size classes (mem_block_bytes), as the ledger counts them.
+// The block's output is its own; its input belongs to the layer before.
+// Dropout keeps no mask (the counter RNG redraws it), a plain linear
+// keeps its input, a GELU linear its input and the product before the
+// GELU, LayerNorm its input and the mean and 1/std of every row, the
+// serial attention core its q|k|v and the probabilities.
+//
+// Shape letters: B = samples of the micro-batch, T = tokens per sample,
+// N = B T, C = width, F = MLP width, H = heads; per rank r rows of c
+// features (f of the MLP), P = the probabilities of my samples and heads:
+//
+//   mode          r          c, f          P                  saved inputs
+//   serial / 1d   N          C/tp, F/tp    B (H/tp) T^2       h1, h2 [N, C]
+//   1d tp_seq     (N/tp)     C/tp, F/tp    B (H/tp) T^2       all-gathered
+//                                                             h1, h2 [N, C]
+//   2d, 2.5d      N/(q d)    C/q, F/q      B/(q d) (H/q) T^2  h1, h2 [r, c]
+//   3d            N/p^2      C/p, F/p      B/p^2 (H/p) T^2    all-gathered
+//                                                             X' [p r, ..]
+//                                                             and weights W'
+//
+// per block: LayerNorm stats 4 x [r] (r = N/tp under tp_seq); h (the
+// residual after attention) and y (the output) [r, C] in 1d ([N/tp, C]
+// under tp_seq), [r, c] otherwise; qkv [r, 3c]; P; attention output
+// [r, c] (3d: proj's X' [p r, c]); fc1 before and after GELU [r, f] each
+// (3d: after GELU as fc2's X' [p r, f]); 3d also the gathered weights
+// [3C/p, c], [C/p, c], [F/p, c], [C/p, f].
+//
+// Not here: sequence parallelism (parallel.sp > 1: ConfigError; plan/
+// sp_attention_cost.h has its cores' peaks), recompute, the input layer,
+// the head, and the gradients of backward.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/config.h"
+#include "plan/model_shape.h"
+
+namespace ndt {
+
+// The element counts of the tensors above, one entry per tensor.
+std::vector<int64_t> block_activation_tensors(
+    const ModelShape& shape,
+    const ParallelConfig& parallel,
+    int heads,
+    int64_t samples);
+
+// Their bytes in the allocator's size classes.
+int64_t block_activation_bytes(
+    const ModelShape& shape,
+    const ParallelConfig& parallel,
+    int heads,
+    int64_t samples);
+
+}  // namespace ndt

@@ -34,6 +34,7 @@
 #include "comm/mpi_runtime.h"
 #include "io/config.h"
 #include "parallel/tensor_parallel_mode.h"
+#include "plan/activation_memory.h"
 #include "plan/model_shape.h"
 #include "plan/rank_memory.h"
 #include "plan/step_comm.h"
@@ -125,7 +126,7 @@ int measure(ProcessGroup& world, const Config& config) {
         p.sp,
         to_string(p.sp_attention));
     // Model state from the allocator's ledger against the plan's formula;
-    // activations have no formula: their peak is printed as measured.
+    // activations: the measured peak, beside the blocks' forward state.
     // The allocator counts each tensor's size class (mem_block_bytes): the
     // formula's tensors, each a block of its own (live after the step;
     // gradients held in data-parallel buckets are blocked differently).
@@ -138,13 +139,26 @@ int measure(ProcessGroup& world, const Config& config) {
         blocks += static_cast<int64_t>(mem_block_bytes(4 * q.numel_local));
     }
     const int64_t states = optimizer_states_per_param(config.optim.name);
+    // Every block's forward state at once (the top of the step's
+    // activation peak: plan/activation_memory.h; the input layer's output,
+    // the head and backward's gradients come on top).
+    int64_t blocks_acts = 0;
+    for (const ModuleShape& mod : shape.modules) {
+      if (mod.kind == ModuleKind::kTransformerBlock && p.sp == 1)
+        blocks_acts += block_activation_bytes(
+            shape,
+            p,
+            config.model.heads,
+            config.train.batch_size / p.dp / p.microbatches);
+    }
     auto live = [&](MemTag t) {
       return static_cast<long long>(m.current_bytes[static_cast<int>(t)]);
     };
     std::printf(
         "mode_mem_row tp=%d mode=%s params_elements=%lld params_bytes=%lld "
         "params_planned=%lld grads_bytes=%lld grads_planned=%lld "
-        "optim_bytes=%lld optim_planned=%lld acts_peak_bytes=%lld\n",
+        "optim_bytes=%lld optim_planned=%lld acts_peak_bytes=%lld "
+        "acts_blocks_planned=%lld\n",
         p.tp,
         p.tp > 1 ? to_string(p.tp_mode) : "none",
         static_cast<long long>(rm.params),
@@ -154,7 +168,8 @@ int measure(ProcessGroup& world, const Config& config) {
         static_cast<long long>(blocks),
         live(MemTag::kOptim),
         static_cast<long long>(states * blocks),
-        static_cast<long long>(m.peak_bytes[static_cast<int>(MemTag::kActs)]));
+        static_cast<long long>(m.peak_bytes[static_cast<int>(MemTag::kActs)]),
+        static_cast<long long>(blocks_acts));
   }
   return worst == 0 ? 0 : 1;
 }

@@ -5,8 +5,8 @@
 // parallel holds dp replicas of parameters and gradients in one process
 // but one optimizer.
 //
-// Not here: activations (no formula yet), communication buffers, or the
-// allocator's pooling.
+// Not here: activations (activation_memory.h has a block's),
+// communication buffers, or the allocator's pooling.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,9 @@
 # ndtrain vs PyTorch: full fp32 training-step time for the three benchmark
 # models (bench/configs/{mlp,vit,gpt}.yaml, mirrored by bench/pytorch_step.py)
 # at 1 and 2 threads. Every run is its own process with the same thread
-# environment. Prints the environment, the sgemm peak per thread count, a
-# table (ms per step, speedup, MFU) and, last, min_speedup_vs_pytorch=X.
+# environment. Prints the environment, the FMA peak (MFU's denominator) and
+# the sgemm rate per thread count, a table (ms per step, speedup, MFU) and,
+# last, min_speedup_vs_pytorch=X.
 # Method: docs/benchmarks.md.
 #
 # Environment:
@@ -130,8 +131,8 @@ is_number() {
   [[ $1 =~ ^[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$ ]]
 }
 
-# --- sgemm peak -------------------------------------------------------------
-echo "== sgemm peak ($NDTRAIN peak)"
+# --- FMA peak (MFU's denominator) --------------------------------------------
+echo "== FMA and sgemm peaks ($NDTRAIN peak)"
 declare -A PEAK
 for n in $THREADS; do
   log=$LOGDIR/peak_t$n.log
@@ -140,7 +141,7 @@ for n in $THREADS; do
   [[ -n $line ]] || die "no 'peak_gflops=' line from '$NDTRAIN peak --threads $n' (log: $log)"
   PEAK[$n]=$(field "$line" peak_gflops)
   is_number "${PEAK[$n]}" || die "bad peak line: $line"
-  echo "threads=$n peak_gflops=${PEAK[$n]}"
+  echo "threads=$n peak_gflops=${PEAK[$n]} (FMA) sgemm_gflops=$(field "$line" sgemm_gflops)"
 done
 
 # --- step timings -------------------------------------------------------------

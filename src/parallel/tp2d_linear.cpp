@@ -195,8 +195,10 @@ Tensor Linear2d::backward(const Tensor& dy_nd, Context& ctx) {
     if (col_.rank() == t)
       ops::add_(weight_.grad, sum);
   }
-  if (!ctx.need_input_grad)
+  if (!ctx.need_input_grad) {
+    ctx.saved.clear();
     return Tensor();
+  }
   // dx_(i,t) = sum_j dy_ij w_(t,j): weight blocks down my column, partials
   // reduced along my row to (i, t).
   Tensor dx(x_in.shape(), MemTag::kActs);
@@ -221,6 +223,7 @@ Tensor Linear2d::backward(const Tensor& dy_nd, Context& ctx) {
     row_.reduce(
         pdx.data(), row_.rank() == t ? dx.data() : nullptr, pdx.numel(), t);
   }
+  ctx.saved.clear();
   return dx;
 }
 

@@ -78,6 +78,7 @@ Tensor LayerNorm2d::backward(const Tensor& dy, Context& ctx) {
   // My pieces of the slice's gradients, summed over the row blocks.
   add_column_piece_grad(weight_, dw, col_);
   add_column_piece_grad(bias_, db, col_);
+  ctx.saved.clear();
   return dx;
 }
 

@@ -166,6 +166,7 @@ Tensor Linear3d::backward(const Tensor& dy_nd, Context& ctx) {
   }
   dw_work->wait();
   ops::add_(weight_.grad, dw);
+  ctx.saved.clear();
   return dx;
 }
 

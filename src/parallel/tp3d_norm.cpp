@@ -61,6 +61,7 @@ Tensor LayerNorm3d::backward(const Tensor& dy, Context& ctx) {
     samples_.all_reduce(dwb.data(), dwb.numel());
   ops::add_(weight_.grad, dw);
   ops::add_(bias_.grad, db);
+  ctx.saved.clear();
   return dx;
 }
 

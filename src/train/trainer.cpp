@@ -203,10 +203,12 @@ TrainSummary run_training(
   // Every rank measures at the same time, so on a shared (oversubscribed)
   // machine each sees its share of the cores, as during training.
   mesh.world().barrier();
-  const double peak = measure_sgemm_peak_gflops();
+  const double peak = measure_fma_peak_gflops();
+  const double sgemm = measure_sgemm_peak_gflops();
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
-      << "ndtrain: sgemm peak " << static_cast<int>(peak) << " GFLOP/s"
-      << (ranks > 1 ? " per rank" : "") << "\n"
+      << "ndtrain: FMA peak " << static_cast<int>(peak) << " GFLOP/s"
+      << (ranks > 1 ? " per rank" : "") << " (MFU's denominator), sgemm "
+      << static_cast<int>(sgemm) << " GFLOP/s\n"
       << "ndtrain: model " << model.kind << ", " << n_params << " parameters, "
       << flops_per_step / 1e9 << " GFLOP per step (batch " << B << ")\n";
   const LrScheduleOptions& lr = engine.lr_schedule();

@@ -552,8 +552,10 @@ TEST(Config, JsonRoundTrip) {
        "optim.scale_lr=sqrt",
        "optim.base_batch=256",
        "parallel.sp=2",
-       "parallel.sp_attention=ulysses"});
+       "parallel.sp_attention=ulysses",
+       "train.mem_cap_mb=96.5"});
   nlohmann::json j = config_to_json(c);
+  EXPECT_EQ(j["train"]["mem_cap_mb"], 96.5);
   EXPECT_EQ(j["parallel"]["sp"], 2);
   EXPECT_EQ(j["parallel"]["sp_attention"], "ulysses");
   EXPECT_EQ(j["optim"]["scale_lr"], "sqrt");
@@ -567,7 +569,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["run"].size(), 2u);
   EXPECT_EQ(j["model"].size(), 16u);
   EXPECT_EQ(j["data"].size(), 4u);
-  EXPECT_EQ(j["train"].size(), 11u);
+  EXPECT_EQ(j["train"].size(), 12u);
   EXPECT_EQ(j["optim"].size(), 21u);
   EXPECT_EQ(j["parallel"].size(), 16u);
   EXPECT_EQ(j["comm"].size(), 1u);

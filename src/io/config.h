@@ -210,11 +210,11 @@ struct TrainConfig {
   int64_t eval_every = 0;    // train.eval_every >= 0 (0: only at the end)
   int64_t eval_samples = 0;  // train.eval_samples >= 0 (0: whole eval set)
   int64_t checkpoint_every =
-      0;               // train.checkpoint_every >= 0 (0: only at the end)
-  int threads = 0;     // train.threads >= 0 (0: all cores)
-  bool trace = false;  // train.trace: write <run dir>/trace.json (Chrome
-                       // trace of every rank's forward/backward/send/recv/
-                       // optimizer spans)
+      0;                 // train.checkpoint_every >= 0 (0: only at the end)
+  int threads = 0;       // train.threads >= 0 (0: all cores)
+  bool trace = false;    // train.trace: write <run dir>/trace.json (Chrome
+                         // trace of every rank's forward/backward/send/recv/
+                         // optimizer spans)
   float mem_cap_mb = 0;  // train.mem_cap_mb >= 0: cap on each rank's live
                          // memory as the allocator counts it (MiB; 0: none)
 };

@@ -157,8 +157,7 @@ std::unique_ptr<Module> SpBuilder::token_embedding(
 
 std::unique_ptr<Module> SpBuilder::patch_embedding(
     const PatchEmbeddingOptions& options) {
-  return std::make_unique<SpTokensOf>(
-      serial_.patch_embedding(options), shard_);
+  return std::make_unique<SpTokensOf>(serial_.patch_embedding(options), shard_);
 }
 
 }  // namespace ndt

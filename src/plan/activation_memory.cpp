@@ -1,5 +1,7 @@
 #include "plan/activation_memory.h"
 
+#include <initializer_list>
+
 #include "base/check.h"
 #include "tensor/memory.h"
 
@@ -29,19 +31,17 @@ std::vector<int64_t> block_activation_tensors(
   const int64_t C = shape.dim, F = shape.mlp_dim, H = heads;
   const int tp = shape.tp;
   std::vector<int64_t> t;
+  const auto add = [&t](std::initializer_list<int64_t> sizes) {
+    t.insert(t.end(), sizes);
+  };
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
     const int64_t c = divide(C, tp, "width"), f = divide(F, tp, "MLP");
     const int64_t P = samples * divide(H, tp, "heads") * T * T;
-    if (!parallel.tp_seq || tp == 1) {
-      // h1, h, h2, y [N, C]; stats; qkv, P, attention out, fc1 x2.
-      t = {N * C, N * C, N * C, N * C, N, N, N, N};
-    } else {
-      // h and y on my tokens; h1, h2 all-gathered for the column linears.
-      const int64_t n = divide(N, tp, "tokens");
-      t = {N * C, n * C, N * C, n * C, n, n, n, n};
-    }
-    for (int64_t x : {N * 3 * c, P, N * c, N * f, N * f})
-      t.push_back(x);
+    // h and y on my tokens under tp_seq; h1 and h2 all-gathered there.
+    const int64_t n = parallel.tp_seq && tp > 1 ? divide(N, tp, "tokens") : N;
+    add({N * C, n * C, N * C, n * C});         // h1, h, h2, y
+    add({n, n, n, n});                         // LayerNorm stats
+    add({N * 3 * c, P, N * c, N * f, N * f});  // qkv, P, attn, fc1 x2
     return t;
   }
   const int q = shape.tp_side;
@@ -50,20 +50,22 @@ std::vector<int64_t> block_activation_tensors(
     const int64_t r = divide(N, pp, "rows"), c = C / p, f = F / p;
     const int64_t P =
         divide(samples, pp, "samples") * divide(H, p, "heads") * T * T;
-    // X' of qkv, proj, fc1 and fc2 with their W'; stats; qkv out, P,
-    // h, fc1 before GELU, y.
-    return {p * r * c, 3 * C / p * c, p * r * c, C / p * c, p * r * c,
-            F / p * c, p * r * f, C / p * f, r,     r,
-            r,         r,         r * 3 * c, P,     r * c,
-            r * f,     r * c};
+    add({p * r * c, 3 * C / p * c});           // qkv's X', W'
+    add({p * r * c, C / p * c});               // proj's
+    add({p * r * c, F / p * c});               // fc1's
+    add({p * r * f, C / p * f});               // fc2's
+    add({r, r, r, r});                         // LayerNorm stats
+    add({r * 3 * c, P, r * c, r * f, r * c});  // qkv, P, h, fc1 pre, y
+    return t;
   }
   const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
   const int64_t r = divide(N, q * d, "rows"), c = C / q, f = F / q;
   const int64_t P =
       divide(samples, q * d, "samples") * divide(H, q, "heads") * T * T;
-  // h1, h, h2, y; stats; qkv, P, attention out, fc1 x2.
-  return {r * c, r * c, r * c, r * c, r, r, r, r,
-          r * 3 * c, P, r * c, r * f, r * f};
+  add({r * c, r * c, r * c, r * c});         // h1, h, h2, y
+  add({r, r, r, r});                         // LayerNorm stats
+  add({r * 3 * c, P, r * c, r * f, r * f});  // qkv, P, attn, fc1 x2
+  return t;
 }
 
 int64_t block_activation_bytes(

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <string>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -86,8 +86,8 @@ void* mem_alloc(size_t bytes, MemTag tag) {
     const int64_t live = p.stats.total_current_bytes;
     if (p.cap > 0 && live + int64_t(size) > p.cap) {
       throw MemoryError(
-          "memory cap exceeded: an allocation of " + mib(int64_t(size)) +
-          " (" + std::string(mem_tag_name(tag)) + ") on top of " + mib(live) +
+          "memory cap exceeded: an allocation of " + mib(int64_t(size)) + " (" +
+          std::string(mem_tag_name(tag)) + ") on top of " + mib(live) +
           " live passes train.mem_cap_mb (" + mib(p.cap) +
           "); raise the cap or shrink the run (train.batch_size, "
           "model.seq_len, the model, or more parallel ranks)");

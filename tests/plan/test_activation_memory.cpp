@@ -109,8 +109,7 @@ TEST_P(ActivationMemoryTest, BlockEqualsLedger) {
     if (pg.rank() == 0)
       before = live_acts();
     pg.barrier();
-    const Tensor y =
-        model->forward_range(1, 1, x0, Tensor(), ctx, stats);
+    const Tensor y = model->forward_range(1, 1, x0, Tensor(), ctx, stats);
     pg.barrier();
     if (pg.rank() == 0)
       after = live_acts();
@@ -124,9 +123,8 @@ TEST_P(ActivationMemoryTest, BlockEqualsLedger) {
   int64_t sum = 0;
   for (int64_t w : want)
     sum += w;
-  EXPECT_EQ(after - before, sum)
-      << "measured " << after - before << " B over " << world
-      << " ranks, formula " << sum << " B";
+  EXPECT_EQ(after - before, sum) << "measured " << after - before << " B over "
+                                 << world << " ranks, formula " << sum << " B";
 }
 
 std::vector<Case> cases() {

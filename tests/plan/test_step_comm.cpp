@@ -15,12 +15,12 @@
 // (tp=8) on the GPT and the ViT (class token and mean pooling), with LAMB,
 // dp=2 and pp=2 with recompute, sequence parallelism (each attention core
 // at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2; Ulysses
-// inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2), distributed data parallel over the dp
-// group (several buckets, gradient accumulation), pipelines (every
-// schedule, interleaved chunks, recompute), and their products. Single-
-// process data parallel (dp_mode threads) is not: its group lives inside
-// Engine::step, so no ledger can be read (see test_model_shape.cpp for
-// its formula's inputs).
+// inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2),
+// distributed data parallel over the dp group (several buckets, gradient
+// accumulation), pipelines (every schedule, interleaved chunks, recompute), and
+// their products. Single- process data parallel (dp_mode threads) is not: its
+// group lives inside Engine::step, so no ledger can be read (see
+// test_model_shape.cpp for its formula's inputs).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -157,8 +157,7 @@ void check_layout(const Config& config) {
       held = held_modules(shape, pl, r.pp_rank);
     }
     const int grad_ranks =
-        p.dp * p.sp *
-        (p.tp > 1 && p.tp_mode == TpMode::k2p5d ? p.tp_depth : 1);
+        p.dp * p.sp * (p.tp > 1 && p.tp_mode == TpMode::k2p5d ? p.tp_depth : 1);
     const CommVolume start = ddp_startup_comm(shape, held, grad_ranks);
     EXPECT_EQ(r.startup, start)
         << "start-up on " << grad_group(p) << ": measured "

@@ -92,7 +92,8 @@ TEST(Rng, ShardsEqualSlicesOfTheWhole) {
   std::vector<float> whole(1000), part(250);
   rng_fill_normal(whole.data(), 1000, key, 0, 0.0f, 0.02f);
   rng_fill_normal(part.data(), 250, key, 500, 0.0f, 0.02f);
-  for (int i = 0; i < 250; ++i) EXPECT_EQ(part[i], whole[500 + i]);
+  for (int i = 0; i < 250; ++i)
+    EXPECT_EQ(part[i], whole[500 + i]);
   EXPECT_NE(rng_key(7, "a"), rng_key(7, "b"));
   EXPECT_NE(rng_key(7, "a"), rng_key(8, "a"));
 }
@@ -109,7 +110,8 @@ TEST(Rng, NormalMoments) {
   EXPECT_NEAR(s / n, 0.0, 0.01);
   EXPECT_NEAR(s2 / n, 1.0, 0.01);
   double u = 0;
-  for (int i = 0; i < n; ++i) u += rng_uniform(key, i);
+  for (int i = 0; i < n; ++i)
+    u += rng_uniform(key, i);
   EXPECT_NEAR(u / n, 0.5, 0.005);
 }
 

@@ -89,20 +89,25 @@ TEST(SequenceParallel, RefusesWhatIsNotBuilt) {
       l.push_back("parallel.sp_attention=ulysses");
     expect_has(
         sp_error(gpt(l)),
-        {"parallel.sp=2", "parallel.tp=2", "parallel.sp_attention=ulysses",
-         "parallel.tp_mode=1d", "parallel.tp_seq=false"});
+        {"parallel.sp=2",
+         "parallel.tp=2",
+         "parallel.sp_attention=ulysses",
+         "parallel.tp_mode=1d",
+         "parallel.tp_seq=false"});
   }
   expect_has(
-      sp_error(gpt({"parallel.sp=2",
-                    "parallel.tp=4",
-                    "parallel.tp_mode=2d",
-                    "parallel.sp_attention=ulysses"})),
+      sp_error(gpt(
+          {"parallel.sp=2",
+           "parallel.tp=4",
+           "parallel.tp_mode=2d",
+           "parallel.sp_attention=ulysses"})),
       {"tp_mode=2d"});
   expect_has(
-      sp_error(gpt({"parallel.sp=2",
-                    "parallel.tp=2",
-                    "parallel.sp_attention=ulysses",
-                    "model.heads=6"})),
+      sp_error(gpt(
+          {"parallel.sp=2",
+           "parallel.tp=2",
+           "parallel.sp_attention=ulysses",
+           "model.heads=6"})),
       {"model.heads (6)", "parallel.sp (2) x parallel.tp (2)"});
   expect_has(
       sp_error(
@@ -180,8 +185,7 @@ void check_model(const Config& c, const Tensor& input, const Tensor& t) {
   SCOPED_TRACE(
       std::string(to_string(c.model.kind)) + " sp=" + std::to_string(N) + " " +
       to_string(c.parallel.sp_attention) + " tp=" + std::to_string(tp) +
-      " pool " +
-      std::to_string(static_cast<int>(c.model.pool)));
+      " pool " + std::to_string(static_cast<int>(c.model.pool)));
   const Grads want = serial_grads(c, input, t);
   const bool tokens = c.model.kind == ModelKind::kGpt;
   std::vector<std::vector<double>> diffs(tp * N);

@@ -141,15 +141,19 @@ int measure(ProcessGroup& world, const Config& config) {
     const int64_t states = optimizer_states_per_param(config.optim.name);
     // Every block's forward state at once (the top of the step's
     // activation peak: plan/activation_memory.h; the input layer's output,
-    // the head and backward's gradients come on top).
+    // the head and backward's gradients come on top). One micro-batch of
+    // the whole model: 0 with a pipeline (stages hold several) or sp.
     int64_t blocks_acts = 0;
-    for (const ModuleShape& mod : shape.modules) {
-      if (mod.kind == ModuleKind::kTransformerBlock && p.sp == 1)
-        blocks_acts += block_activation_bytes(
-            shape,
-            p,
-            config.model.heads,
-            config.train.batch_size / p.dp / p.microbatches);
+    if (p.pp == 1 && p.sp == 1) {
+      int64_t n_blocks = 0;
+      for (const ModuleShape& mod : shape.modules)
+        n_blocks += mod.kind == ModuleKind::kTransformerBlock;
+      blocks_acts =
+          n_blocks * block_activation_bytes(
+                         shape,
+                         p,
+                         config.model.heads,
+                         config.train.batch_size / p.dp / p.microbatches);
     }
     auto live = [&](MemTag t) {
       return static_cast<long long>(m.current_bytes[static_cast<int>(t)]);

@@ -3,17 +3,10 @@
 #include <initializer_list>
 
 #include "base/check.h"
+#include "plan/divide.h"
 #include "tensor/memory.h"
 
 namespace ndt {
-namespace {
-
-int64_t divide(int64_t a, int64_t b, const char* what) {
-  NDT_CHECK(b > 0 && a % b == 0, ConfigError, what, ": ", a, " over ", b);
-  return a / b;
-}
-
-}  // namespace
 
 std::vector<int64_t> block_activation_tensors(
     const ModelShape& shape,
@@ -32,7 +25,8 @@ std::vector<int64_t> block_activation_tensors(
   const int tp = shape.tp;
   std::vector<int64_t> t;
   const auto add = [&t](std::initializer_list<int64_t> sizes) {
-    t.insert(t.end(), sizes);
+    for (int64_t n : sizes)
+      t.push_back(n);
   };
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
     const int64_t c = divide(C, tp, "width"), f = divide(F, tp, "MLP");

@@ -1,17 +1,13 @@
 #include "plan/mode_comm.h"
 
 #include "base/check.h"
+#include "plan/divide.h"
 #include "plan/tp1d_comm.h"
 #include "plan/tp2d_comm.h"
 #include "plan/tp3d_comm.h"
 
 namespace ndt {
 namespace {
-
-int64_t divide(int64_t a, int64_t b, const char* what) {
-  NDT_CHECK(b > 0 && a % b == 0, ConfigError, what, ": ", a, " over ", b);
-  return a / b;
-}
 
 // The replicated linear of the classifier head: its two parameters.
 int64_t head_out_numel(const ModuleShape& head) {

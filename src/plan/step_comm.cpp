@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "parallel/tensor_parallel_mode.h"
 #include "plan/ddp_comm.h"
+#include "plan/divide.h"
 #include "plan/mode_comm.h"
 #include "plan/model_shape.h"
 #include "plan/pipeline_comm.h"
@@ -23,11 +24,6 @@ bool uses_layer_norms(OptimKind k) {
       return true;
   }
   return false;
-}
-
-int64_t divide(int64_t a, int64_t b, const char* what) {
-  NDT_CHECK(b > 0 && a % b == 0, ConfigError, what, ": ", a, " over ", b);
-  return a / b;
 }
 
 std::string joined(const std::vector<std::string>& axes) {

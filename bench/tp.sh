@@ -87,7 +87,7 @@ done
 # ---- 1b. Every mode, whole steps, against the plan's step model
 mode_rows=()
 mem_rows=()
-for spec in "4 1d parallel.tp=4" "4 2d parallel.tp=4 parallel.tp_mode=2d" \
+for spec in "1 serial" "4 1d parallel.tp=4" "4 2d parallel.tp=4 parallel.tp_mode=2d" \
     "8 1d parallel.tp=8 model.heads=8" \
     "8 2.5d parallel.tp=8 parallel.tp_mode=2.5d parallel.tp_depth=2 model.heads=8" \
     "8 3d parallel.tp=8 parallel.tp_mode=3d model.heads=8"; do
@@ -107,7 +107,7 @@ for spec in "4 1d parallel.tp=4" "4 2d parallel.tp=4 parallel.tp_mode=2d" \
   max_err=$(/usr/bin/python3 -c "print(max(float('$max_err'), float('$err')))")
   mode_rows+=("$np $mode $(sed -n 's/.*rank0_bytes_per_step=\([0-9]*\).*/\1/p' <<<"$row") $(sed -n 's/.*planned=\([0-9]*\).*/\1/p' <<<"$row")")
   mem=$(grep '^mode_mem_row' <<<"$out")
-  mem_rows+=("$np $mode $(for k in params_elements params_bytes params_planned grads_bytes grads_planned optim_bytes optim_planned acts_peak_bytes acts_blocks_planned; do sed -n "s/.* $k=\([0-9]*\).*/\1/p" <<<"$mem"; done | tr '\n' ' ')")
+  mem_rows+=("$np $mode $(for k in params_elements params_bytes params_planned grads_bytes grads_planned optim_bytes optim_planned acts_peak_bytes acts_blocks_planned acts_step_planned; do sed -n "s/.* $k=\([0-9]*\).*/\1/p" <<<"$mem"; done | tr '\n' ' ')")
 done
 echo
 echo "per-rank bytes per step (rank 0, ledger units), $CFG, batch 16 x 128:"
@@ -121,14 +121,15 @@ echo
 echo "model state per rank (rank 0, allocator ledger, live after the step)" \
      "against the plan (rank_memory elements; planned_blocks: the same" \
      "tensors in the allocator's size classes), the measured activation peak" \
-     "and the plan's forward state of every block (blocks_planned," \
-     "plan/activation_memory.h):"
-printf '%-6s %-6s %10s %10s %10s %10s %10s %10s %10s %11s %14s\n' ranks mode \
-  params_el params_B planned grads_B planned optim_B planned acts_peak_B \
-  blocks_planned
+     "against the plan's step model (step_planned) and the forward state" \
+     "of every block in it (blocks_planned, plan/activation_memory.h):"
+printf '%-6s %-6s %10s %10s %10s %10s %10s %10s %10s %11s %12s %14s\n' ranks \
+  mode params_el params_B planned grads_B planned optim_B planned \
+  acts_peak_B step_planned blocks_planned
 for r in "${mem_rows[@]}"; do
-  # shellcheck disable=SC2086
-  printf '%-6s %-6s %10s %10s %10s %10s %10s %10s %10s %11s %14s\n' $r
+  read -r -a f <<<"$r"
+  printf '%-6s %-6s %10s %10s %10s %10s %10s %10s %10s %11s %12s %14s\n' \
+    "${f[@]:0:10}" "${f[11]}" "${f[10]}"
 done
 echo
 build/tp_mode_comm_bench --predict

@@ -13,7 +13,11 @@
 //     fp32 4, fp64 8 bytes per element; not wire bytes) and
 //     max_comm_volume_error=X, the largest relative difference of bytes
 //     over every group of every rank (calls must match too; a mismatch in
-//     calls counts as error 1).
+//     calls counts as error 1). For the GPT (one stage, no recompute, no
+//     sp) every rank also holds its activation peak from the allocator's
+//     ledger to the plan's step model (plan/activation_memory.h):
+//     max_act_peak_error_bytes=X over every rank. Exit 1 when either
+//     differs.
 //   tp_mode_comm_bench --predict
 //     prints the plan's per-rank bytes of one transformer block (forward +
 //     backward) of a GPT-2-medium-sized layer (C = 1024, F = 4096, 64
@@ -102,8 +106,25 @@ int measure(ProcessGroup& world, const Config& config) {
   }
   double worst = err;
   world.all_reduce(&worst, 1, ReduceOp::kMax);
+  // The step's activation peak against the plan's step model, on every
+  // rank (GPT, one stage, no recompute, no sp; -1: not modelled).
+  const ParallelConfig& p = config.parallel;
+  const int64_t acts_peak =
+      memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)];
+  int64_t step_acts = -1;
+  if (p.pp == 1 && p.sp == 1 && config.model.kind == ModelKind::kGpt &&
+      p.recompute == Recompute::kNone)
+    step_acts = step_activation_bytes(
+        model_shape(config.model, p),
+        p,
+        config.model.heads,
+        config.train.batch_size / p.dp / p.microbatches,
+        config.model.dropout);
+  double act_err = step_acts < 0
+                       ? 0.0
+                       : std::fabs(static_cast<double>(acts_peak - step_acts));
+  world.all_reduce(&act_err, 1, ReduceOp::kMax);
   if (world.rank() == 0) {
-    const ParallelConfig& p = config.parallel;
     std::printf(
         "mode_comm: tp=%d tp_mode=%s dp=%d pp=%d sp=%d (%d ranks), rank 0 per "
         "group (counted / planned):\n",
@@ -139,7 +160,7 @@ int measure(ProcessGroup& world, const Config& config) {
         blocks += static_cast<int64_t>(mem_block_bytes(4 * q.numel_local));
     }
     const int64_t states = optimizer_states_per_param(config.optim.name);
-    // Every block's forward state at once (the top of the step's
+    // Every block's forward state at once (the bulk of the step's
     // activation peak: plan/activation_memory.h; the input layer's output,
     // the head and backward's gradients come on top). One micro-batch of
     // the whole model: 0 with a pipeline (stages hold several) or sp.
@@ -162,7 +183,8 @@ int measure(ProcessGroup& world, const Config& config) {
         "mode_mem_row tp=%d mode=%s params_elements=%lld params_bytes=%lld "
         "params_planned=%lld grads_bytes=%lld grads_planned=%lld "
         "optim_bytes=%lld optim_planned=%lld acts_peak_bytes=%lld "
-        "acts_blocks_planned=%lld\n",
+        "acts_blocks_planned=%lld acts_step_planned=%lld "
+        "max_act_peak_error_bytes=%.0f\n",
         p.tp,
         p.tp > 1 ? to_string(p.tp_mode) : "none",
         static_cast<long long>(rm.params),
@@ -172,10 +194,12 @@ int measure(ProcessGroup& world, const Config& config) {
         static_cast<long long>(blocks),
         live(MemTag::kOptim),
         static_cast<long long>(states * blocks),
-        static_cast<long long>(m.peak_bytes[static_cast<int>(MemTag::kActs)]),
-        static_cast<long long>(blocks_acts));
+        static_cast<long long>(acts_peak),
+        static_cast<long long>(blocks_acts),
+        static_cast<long long>(step_acts),
+        act_err);
   }
-  return worst == 0 ? 0 : 1;
+  return worst == 0 && act_err == 0 ? 0 : 1;
 }
 
 int64_t bytes(const PassVolume& v) {

@@ -1,5 +1,7 @@
 #include "plan/activation_memory.h"
 
+#include <algorithm>
+#include <functional>
 #include <initializer_list>
 
 #include "base/check.h"
@@ -71,6 +73,388 @@ int64_t block_activation_bytes(
   for (int64_t n : block_activation_tensors(shape, parallel, heads, samples))
     bytes += static_cast<int64_t>(mem_block_bytes(4 * size_t(n)));
   return bytes;
+}
+
+namespace {
+
+// The live activation bytes of one rank as the step allocates and frees
+// them, in the allocator's size classes; peak() is the largest sum seen.
+class LiveBytes {
+ public:
+  void alloc(int64_t elements) {
+    now_ += bytes(elements);
+    peak_ = std::max(peak_, now_);
+  }
+  void free(int64_t elements) {
+    now_ -= bytes(elements);
+  }
+  void add_bytes(int64_t b) {
+    now_ += b;
+    peak_ = std::max(peak_, now_);
+  }
+  int64_t peak() const {
+    return peak_;
+  }
+
+ private:
+  static int64_t bytes(int64_t elements) {
+    return static_cast<int64_t>(mem_block_bytes(4 * size_t(elements)));
+  }
+  int64_t now_ = 0, peak_ = 0;
+};
+
+// The attention core's backward: dqkv and d(probabilities), then its
+// saved qkv and probabilities go with d(probabilities).
+void attention_dx(LiveBytes& m, int64_t qkv, int64_t P) {
+  m.alloc(qkv);
+  m.alloc(P);
+  m.free(qkv);
+  m.free(P);
+  m.free(P);
+}
+
+// Serial and 1D: n my tokens (N/tp under tp_seq), the linears' rows N.
+void tail_1d(
+    LiveBytes& m,
+    int64_t N,
+    int64_t n,
+    int64_t C,
+    int64_t c,
+    int64_t f,
+    int64_t v,
+    int64_t P,
+    int tp,
+    bool seq,
+    bool drop) {
+  const bool split = tp > 1;
+  // Dropout's output [n, C] replaces its input.
+  const auto dropout_forward = [&] {
+    if (drop) {
+      m.alloc(n * C);
+      m.free(n * C);
+    }
+  };
+  // Input gradient of a column-parallel linear: its local dx [N, C], then
+  // the all-reduce [N, C] or reduce-scatter [n, C] of it.
+  const auto column_dx = [&](int64_t saved_x) {
+    m.free(saved_x);
+    if (split) {
+      m.alloc(n * C);
+      m.free(N * C);
+    }
+  };
+  // LayerNorm backward on my tokens: under tp_seq the gradient sum parks
+  // the weight and bias gradients [2C].
+  const auto layernorm_dx = [&](int64_t x) {
+    if (seq)
+      m.alloc(2 * C);
+    m.alloc(n * C);
+    m.free(x);
+    m.free(n);
+    m.free(n);
+    if (seq)
+      m.free(2 * C);
+  };
+  // Row-parallel linear backward to its dx [N, in]: under tp_seq its bias
+  // contribution [C] and the all-gathered dy [N, C] come first.
+  const auto row_dx = [&](int64_t in, int64_t saved_x) {
+    if (seq) {
+      m.alloc(C);
+      m.free(C);
+      m.alloc(N * C);
+    }
+    m.alloc(N * in);
+    m.free(saved_x);
+    if (seq)
+      m.free(N * C);
+  };
+  // The last block's forward from fc2 on: the attention branch's output
+  // a [n, C] is live (a local of the block's forward) beside fc2's output
+  // (row-parallel: the partial [N, C], then its all-reduce or reduce-
+  // scatter), its dropout and the block's output y.
+  m.alloc(n * C);  // a
+  if (split) {
+    m.alloc(N * C);
+    m.alloc(n * C);
+    m.free(N * C);
+  } else {
+    m.alloc(N * C);
+  }
+  dropout_forward();
+  m.alloc(n * C);  // y
+  m.free(n * C);
+  m.free(n * C);
+  // LM head forward: LayerNorm on my tokens, then the logits.
+  m.alloc(n * C);
+  m.alloc(n);
+  m.alloc(n);
+  if (!split) {
+    m.alloc(N * v);  // logits
+    m.alloc(N);      // losses
+    m.alloc(N * v);  // probabilities
+    m.free(N);
+    m.free(N * v);
+  } else {
+    if (seq)
+      m.alloc(N * C);  // all-gathered LayerNorm output
+    m.alloc(N * v);    // logits, then probabilities in place
+    if (seq)
+      m.free(n * C);
+  }
+  // LM head backward: dh [N, C], its reduction, the LayerNorm's dx.
+  m.alloc(N * C);
+  m.free(N * C);  // the (gathered) LayerNorm output
+  if (split)
+    m.alloc(n * C);
+  layernorm_dx(n * C);  // frees the last block's output
+  if (split)
+    m.free(n * C);
+  m.free(N * C);
+  m.free(N * v);
+  // The last block's backward; dy [n, C] stays live to its end.
+  if (drop)
+    m.alloc(n * C);
+  row_dx(f, N * f);  // fc2: frees its input, fc1's output
+  if (drop)
+    m.free(n * C);
+  m.alloc(N * C);  // fc1: dx, then d(pre-GELU)
+  m.alloc(N * f);
+  m.free(N * f);  // pre-GELU
+  m.free(N * f);  // d(pre-GELU)
+  column_dx(N * C);
+  m.free(N * f);        // fc2's dx
+  layernorm_dx(n * C);  // ln2: frees h
+  m.free(n * C);        // fc1's dx
+  m.alloc(n * C);       // dh
+  m.free(n * C);        // ln2's dx
+  if (drop)
+    m.alloc(n * C);
+  row_dx(c, N * c);  // proj: frees the attention output
+  if (drop)
+    m.free(n * C);
+  attention_dx(m, N * 3 * c, P);
+  m.free(N * c);   // proj's dx
+  m.alloc(N * C);  // qkv's dx
+  column_dx(N * C);
+}
+
+// 2D, 2.5D and 3D from the LM head's backward on: r rows and c, f, v
+// columns of each block; linear_dx(in, out, gelu) is the mode's linear
+// backward to its dx [r, in], releasing its saved input.
+void grid_backward(
+    LiveBytes& m,
+    int64_t r,
+    int64_t c,
+    int64_t f,
+    int64_t v,
+    int64_t P,
+    bool drop,
+    const std::function<void(int64_t, int64_t, bool)>& linear_dx) {
+  const auto layernorm_dx = [&] {
+    m.alloc(r * c);
+    m.free(r * c);  // its input
+    m.free(r);
+    m.free(r);
+  };
+  linear_dx(c, v, false);  // LM head
+  layernorm_dx();          // frees the last block's output
+  m.free(r * c);
+  m.free(r * v);
+  if (drop)
+    m.alloc(r * c);
+  linear_dx(f, c, false);  // fc2
+  if (drop)
+    m.free(r * c);
+  linear_dx(c, f, true);  // fc1
+  m.free(r * f);
+  layernorm_dx();  // ln2: frees h
+  m.free(r * c);
+  m.alloc(r * c);  // dh
+  m.free(r * c);
+  if (drop)
+    m.alloc(r * c);
+  linear_dx(c, c, false);  // proj
+  if (drop)
+    m.free(r * c);
+  attention_dx(m, r * 3 * c, P);
+  m.free(r * c);
+  linear_dx(c, 3 * c, false);  // qkv
+}
+
+// 2D and 2.5D. A SUMMA linear's backward holds its weight-gradient part
+// [out, in], then dx and the partial product it reduces [r, in]; it saved
+// its input [r, in] (and, with GELU, the product before it [r, out]).
+void tail_2d(
+    LiveBytes& m,
+    int64_t r,
+    int64_t c,
+    int64_t f,
+    int64_t v,
+    int64_t P,
+    bool drop) {
+  m.alloc(r * c);  // the last block's a, fc2's output, dropout, y
+  m.alloc(r * c);
+  if (drop) {
+    m.alloc(r * c);
+    m.free(r * c);
+  }
+  m.alloc(r * c);
+  m.free(r * c);
+  m.free(r * c);
+  m.alloc(r * c);  // LM head: LayerNorm, logits
+  m.alloc(r);
+  m.alloc(r);
+  m.alloc(r * v);
+  grid_backward(
+      m, r, c, f, v, P, drop, [&](int64_t in, int64_t out, bool gelu) {
+        if (gelu)
+          m.alloc(r * out);  // d(pre-GELU)
+        m.alloc(out * in);
+        m.alloc(r * in);
+        m.alloc(r * in);
+        m.free(r * in);  // its input
+        if (gelu)
+          m.free(r * out);  // pre-GELU
+        m.free(r * in);
+        m.free(out * in);
+        if (gelu)
+          m.free(r * out);
+      });
+}
+
+// 3D: a linear keeps its all-gathered input X' [p r, in] and weight W'
+// [out, in] to its backward; dx [r, in] comes out of a reduce-scatter.
+void tail_3d(
+    LiveBytes& m,
+    int64_t p,
+    int64_t r,
+    int64_t c,
+    int64_t f,
+    int64_t v,
+    int64_t P,
+    bool drop) {
+  // The last block's forward from fc2 on: a [r, c] and fc1's output
+  // [r, f] are live while fc2 gathers X' and W' and reduce-scatters its
+  // output.
+  m.alloc(r * c);
+  m.alloc(r * f);
+  m.alloc(p * r * f);
+  m.alloc(c * f);
+  m.alloc(r * c);
+  m.free(r * f);
+  if (drop) {
+    m.alloc(r * c);
+    m.free(r * c);
+  }
+  m.alloc(r * c);  // y
+  m.free(r * c);
+  m.free(r * c);
+  m.alloc(r * c);  // LM head: LayerNorm
+  m.alloc(r);
+  m.alloc(r);
+  m.alloc(p * r * c);  // X', W', logits
+  m.alloc(v * c);
+  m.alloc(r * v);
+  m.alloc(r);  // the target's side (int32)
+  m.free(r * c);
+  m.free(r);
+  grid_backward(
+      m, r, c, f, v, P, drop, [&](int64_t in, int64_t out, bool gelu) {
+        if (gelu)
+          m.alloc(r * out);  // d(pre-GELU)
+        m.alloc(r * in);
+        m.free(p * r * in);
+        m.free(out * in);
+        if (gelu) {
+          m.free(r * out);  // pre-GELU
+          m.free(r * out);
+        }
+      });
+}
+
+}  // namespace
+
+int64_t step_activation_bytes(
+    const ModelShape& shape,
+    const ParallelConfig& parallel,
+    int heads,
+    int64_t samples,
+    float dropout) {
+  NDT_CHECK(
+      shape.kind == ModelKind::kGpt,
+      ConfigError,
+      "the plan's step activation model covers the GPT (its token "
+      "embedding and LM head), not model.kind=",
+      to_string(shape.kind));
+  NDT_CHECK(
+      parallel.pp == 1 && parallel.recompute == Recompute::kNone,
+      ConfigError,
+      "the plan's step activation model covers one stage without "
+      "recompute (parallel.pp=",
+      parallel.pp,
+      ", parallel.recompute=",
+      to_string(parallel.recompute),
+      ")");
+  int64_t blocks = 0;
+  for (const ModuleShape& mod : shape.modules)
+    blocks += mod.kind == ModuleKind::kTransformerBlock;
+  const int64_t T = shape.tokens_per_sample, N = samples * T;
+  const int64_t C = shape.dim, F = shape.mlp_dim, V = shape.vocab;
+  const int tp = shape.tp;
+  const bool drop = dropout > 0;
+  LiveBytes m;
+  m.add_bytes(blocks * block_activation_bytes(shape, parallel, heads, samples));
+  if (tp == 1 || shape.tp_mode == TpMode::k1d) {
+    const bool seq = parallel.tp_seq && tp > 1;
+    const int64_t n = seq ? divide(N, tp, "tokens") : N;
+    m.alloc(n * C);  // the embedding's output, block 1's input
+    m.free(n * C);   // the last block's y, allocated again below
+    tail_1d(
+        m,
+        N,
+        n,
+        C,
+        C / tp,
+        F / tp,
+        V / tp,
+        samples * (heads / tp) * T * T,
+        tp,
+        seq,
+        drop);
+    return m.peak();
+  }
+  const int64_t q = shape.tp_side;
+  if (shape.tp_mode == TpMode::k3d) {
+    const int64_t r = divide(N, q * q, "rows");
+    const int64_t c = C / q, f = F / q;
+    m.alloc(r * c);
+    m.free(r * c);  // the last block's y and fc2's X', W', again below
+    m.free(q * r * f);
+    m.free(c * f);
+    tail_3d(
+        m,
+        q,
+        r,
+        C / q,
+        F / q,
+        V / q,
+        (samples / (q * q)) * (heads / q) * T * T,
+        drop);
+    return m.peak();
+  }
+  const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
+  const int64_t r = divide(N, q * d, "rows");
+  m.alloc(r * C / q);
+  m.free(r * C / q);  // the last block's y, allocated again below
+  tail_2d(
+      m,
+      r,
+      C / q,
+      F / q,
+      V / q,
+      (samples / (q * d)) * (heads / q) * T * T,
+      drop);
+  return m.peak();
 }
 
 }  // namespace ndt

@@ -55,4 +55,16 @@ int64_t block_activation_bytes(
     int heads,
     int64_t samples);
 
+// The activation peak of one training step of the GPT per rank (no
+// pipeline, no recompute, no sp), in the allocator's size classes: every
+// block's forward state and the embedding's output, then the LM head's
+// forward and backward and the last block's backward, tensor by tensor in
+// the order the layers allocate and free them; the largest live sum.
+int64_t step_activation_bytes(
+    const ModelShape& shape,
+    const ParallelConfig& parallel,
+    int heads,
+    int64_t samples,
+    float dropout);
+
 }  // namespace ndt

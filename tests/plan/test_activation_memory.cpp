@@ -8,6 +8,9 @@
 // equal the formula summed over the ranks, exactly (size classes
 // included). exact: the allocator counts blocks.
 //
+// The whole step's peak (step_activation_bytes) needs every rank's own
+// ledger: the plan_step_acts_* ctests hold it to the ledger under mpirun.
+//
 // Covered: serial, 1D at tp 2 and 4 with and without tp_seq, 2D (tp=4),
 // 2.5D (tp=8, d=2) and 3D (tp=8) on the GPT (causal) and the ViT (class
 // token and mean pooling), dropout on.
@@ -177,6 +180,29 @@ TEST(ActivationMemory, RefusesSequenceParallelism) {
       block_activation_bytes(
           model_shape(c.model, c.parallel), c.parallel, c.model.heads, 8),
       ConfigError);
+}
+
+// The step model (held to the ledger under mpirun by the
+// plan_step_acts_* ctests) says what it does not cover.
+TEST(ActivationMemory, StepModelRefusesWhatItDoesNotCover) {
+  const auto step = [](std::vector<std::string> args) {
+    args.push_back("data.name=synthetic");
+    const Config c = load_config("", args);
+    return step_activation_bytes(
+        model_shape(c.model, c.parallel),
+        c.parallel,
+        c.model.heads,
+        8,
+        c.model.dropout);
+  };
+  EXPECT_GT(step(kGpt), 0);
+  EXPECT_THROW(step(kVit), ConfigError);
+  std::vector<std::string> pp = kGpt;
+  pp.push_back("parallel.pp=2");
+  EXPECT_THROW(step(pp), ConfigError);
+  std::vector<std::string> rc = kGpt;
+  rc.push_back("parallel.recompute=block");
+  EXPECT_THROW(step(rc), ConfigError);
 }
 
 }  // namespace

@@ -8,7 +8,10 @@
 // buffer, meets at a barrier, and takes the slowest rank's time. Reported:
 // median time, bus bandwidth = bytes / time * 2(n-1)/n, and ratio = mpi_time /
 // ndt_time
-// (> 1: ndt faster). Last line: min_ratio_vs_mpi=X over sizes >= 1 MiB.
+// (> 1: ndt faster). Then the alpha-beta model of the link (plan/
+// link_cost.h) fitted to each side's median times:
+//   link_fit impl=ndt|mpi ranks=N alpha_us=A busbw_gbs=B max_rel_error=E
+// Last line: min_ratio_vs_mpi=X over sizes >= 1 MiB.
 // A benchmark, not src/: it may include <mpi.h>.
 #include <mpi.h>
 
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "comm/mpi_process_group.h"
+#include "plan/link_cost.h"
 
 namespace {
 
@@ -131,6 +135,8 @@ int main(int argc, char** argv) {
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 1.0;
   double min_ratio = 1e30;
   int bad = 0;
+  std::vector<int64_t> sizes;
+  std::vector<double> ndt_s, mpi_s;
   for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes;
        bytes *= opt.factor) {
     const int64_t count = bytes / 4;
@@ -166,6 +172,9 @@ int main(int argc, char** argv) {
     }
     double tn = median(t_ndt), tm = median(t_mpi);
     double ratio = tm / tn;
+    sizes.push_back(bytes);
+    ndt_s.push_back(tn);
+    mpi_s.push_back(tm);
     if (bytes >= (1 << 20))
       min_ratio = std::min(min_ratio, ratio);
     if (rank == 0) {
@@ -186,6 +195,22 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     if (any_bad)
       std::printf("comm_bench: WRONG all-reduce results\n");
+    if (n > 1 && sizes.size() >= 2) {
+      for (const auto& [impl, t] :
+           {std::pair<const char*, const std::vector<double>*>{"ndt", &ndt_s},
+            {"mpi", &mpi_s}}) {
+        const ndt::LinkFit fit = ndt::fit_link_cost(n, sizes, *t);
+        std::printf(
+            "link_fit impl=%s ranks=%d alpha_us=%.2f busbw_gbs=%.3f "
+            "max_rel_error=%.3f\n",
+            impl,
+            n,
+            fit.link.alpha_s * 1e6,
+            fit.link.beta_s_per_byte > 0 ? 1e-9 / fit.link.beta_s_per_byte
+                                         : 0.0,
+            fit.max_rel_error);
+      }
+    }
     std::printf("min_ratio_vs_mpi=%.3f\n", min_ratio);
   }
   return any_bad ? 1 : 0;

@@ -2,9 +2,13 @@
 # ndtrain vs PyTorch: full fp32 training-step time for the three benchmark
 # models (bench/configs/{mlp,vit,gpt}.yaml, mirrored by bench/pytorch_step.py)
 # at 1 and 2 threads. Every run is its own process with the same thread
-# environment. Prints the environment, the FMA peak (MFU's denominator) and
-# the sgemm rate per thread count, a table (ms per step, speedup, MFU) and,
-# last, min_speedup_vs_pytorch=X.
+# environment. PyTorch runs twice: as installed (glibc's malloc, AdamW's
+# per-tensor loop) and tuned as an expert would run it (glibc's malloc
+# keeping its pages, GLIBC_TUNABLES below, and AdamW with foreach=True);
+# ndtrain runs with the same GLIBC_TUNABLES. Prints the environment, the
+# FMA peak (MFU's denominator) and the sgemm rate per thread count, a table
+# (ms per step, speedups, MFU) and, last, min_speedup_vs_pytorch=X against
+# the tuned PyTorch.
 # Method: docs/benchmarks.md.
 #
 # Environment:
@@ -25,6 +29,10 @@ WARMUP=${NDT_BENCH_WARMUP:-5}
 MODELS=${NDT_BENCH_MODELS:-mlp vit gpt}
 THREADS=${NDT_BENCH_THREADS:-1 2}
 RUN_TIMEOUT=${NDT_BENCH_TIMEOUT:-1800}
+# glibc malloc for PyTorch's tensors: transparent huge pages, no mmap below
+# 32 MiB and no trimming, so freed activations keep their pages (fresh
+# pages cost ~100x reused ones on these machines).
+TUNED_MALLOC=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
 
 die() {
   echo "vs_pytorch: error: $*" >&2
@@ -63,6 +71,10 @@ fi
 other=$(env | grep -E '^OPENBLAS_' | grep -vE '^OPENBLAS_(CORETYPE|NUM_THREADS)=' | tr '\n' ' ' || true)
 [[ -z $other ]] || echo "other OPENBLAS_* set (inherited by both sides): $other"
 echo "per run: OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N OMP_WAIT_POLICY=PASSIVE"
+echo "ndtrain and tuned PyTorch: GLIBC_TUNABLES=$TUNED_MALLOC;" \
+  "tuned PyTorch: AdamW(foreach=True); default PyTorch: no GLIBC_TUNABLES," \
+  "AdamW(foreach=False) (torch 1.13's default)"
+echo "ndtrain GEMM: NDT_GEMM=${NDT_GEMM:-openblas (unset)}"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 if awk -v n="$(nproc)" '{exit !($1 > 0.5 * n)}' /proc/loadavg; then
   echo "WARNING: the machine is busy (1-min load > half the cpus); timings will be noisy"
@@ -109,12 +121,16 @@ fi
 blas_info torch
 
 # --- helpers ------------------------------------------------------------------
-# run_logged <log> <cmd...>: runs with the shared thread environment, output to
-# <log>; on failure prints the tail of the log and exits.
+# run_logged <log> <threads> <cmd...>: runs with the shared thread
+# environment (and GLIBC_TUNABLES=$MALLOC when set), output to <log>; on
+# failure prints the tail of the log and exits.
+MALLOC=
 run_logged() {
   local log=$1 n=$2
   shift 2
-  if ! env OMP_NUM_THREADS="$n" OPENBLAS_NUM_THREADS="$n" \
+  local tun=()
+  [[ -z $MALLOC ]] || tun=(GLIBC_TUNABLES="$MALLOC")
+  if ! env "${tun[@]}" OMP_NUM_THREADS="$n" OPENBLAS_NUM_THREADS="$n" \
       OMP_WAIT_POLICY=PASSIVE timeout "$RUN_TIMEOUT" "$@" >"$log" 2>&1; then
     echo "---- tail of $log" >&2
     tail -n 20 "$log" >&2
@@ -151,8 +167,8 @@ for m in $MODELS; do
   [[ -f $cfg ]] || die "missing $cfg"
   for n in $THREADS; do
     log=$LOGDIR/ndtrain_${m}_t$n.log
-    run_logged "$log" "$n" "$NDTRAIN" bench -c "$cfg" "train.threads=$n" \
-      --iters "$ITERS" --warmup "$WARMUP"
+    MALLOC=$TUNED_MALLOC run_logged "$log" "$n" "$NDTRAIN" bench -c "$cfg" \
+      "train.threads=$n" --iters "$ITERS" --warmup "$WARMUP"
     nd=$(grep -E '^bench ' "$log" | tail -1 || true)
     [[ -n $nd ]] || die "no 'bench model=...' line from ndtrain $m threads=$n (log: $log)"
     echo "$nd"
@@ -162,19 +178,28 @@ for m in $MODELS; do
       || die "ndtrain line does not match model=$m threads=$n: $nd"
     { is_number "$nd_ms" && is_number "$flops"; } || die "bad ndtrain line: $nd"
 
-    log=$LOGDIR/pytorch_${m}_t$n.log
-    run_logged "$log" "$n" "$PY" bench/pytorch_step.py --model "$m" \
-      --threads "$n" --iters "$ITERS" --warmup "$WARMUP"
-    pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
-    [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n (log: $log)"
-    echo "$pt"
-    pt_ms=$(field "$pt" median_ms)
-    [[ $(field "$pt" model) == "$m" && $(field "$pt" threads) == "$n" ]] \
-      || die "pytorch line does not match model=$m threads=$n: $pt"
-    is_number "$pt_ms" || die "bad pytorch line: $pt"
+    declare -A PT=()
+    for side in default tuned; do
+      log=$LOGDIR/pytorch_${side}_${m}_t$n.log
+      if [[ $side == tuned ]]; then
+        MALLOC=$TUNED_MALLOC run_logged "$log" "$n" "$PY" bench/pytorch_step.py \
+          --model "$m" --threads "$n" --iters "$ITERS" --warmup "$WARMUP" \
+          --foreach 1
+      else
+        run_logged "$log" "$n" "$PY" bench/pytorch_step.py --model "$m" \
+          --threads "$n" --iters "$ITERS" --warmup "$WARMUP" --foreach 0
+      fi
+      pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
+      [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n $side (log: $log)"
+      echo "$pt ($side)"
+      PT[$side]=$(field "$pt" median_ms)
+      [[ $(field "$pt" model) == "$m" && $(field "$pt" threads) == "$n" ]] \
+        || die "pytorch line does not match model=$m threads=$n: $pt"
+      is_number "${PT[$side]}" || die "bad pytorch line: $pt"
+    done
 
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "$nd_ms" "$pt_ms" "$flops" \
-      "${PEAK[$n]}" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "$nd_ms" "${PT[default]}" \
+      "${PT[tuned]}" "$flops" "${PEAK[$n]}" >>"$RESULTS"
   done
 done
 
@@ -185,18 +210,20 @@ import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 if not rows:
     sys.exit("vs_pytorch: error: no results")
-hdr = ("model", "threads", "ndtrain_ms", "pytorch_ms", "speedup",
-       "ndtrain_mfu", "pytorch_mfu", "gflop/step")
-print("%-6s %7s %11s %11s %8s %12s %12s %10s" % hdr)
+hdr = ("model", "threads", "ndtrain_ms", "pt_default", "pt_tuned",
+       "vs_default", "vs_tuned", "ndtrain_mfu", "pt_tuned_mfu", "gflop/step")
+print("%-6s %7s %11s %11s %11s %10s %9s %12s %13s %10s" % hdr)
 speedups = []
-for m, n, nd_ms, pt_ms, flops, peak in rows:
-    nd_ms, pt_ms, flops, peak = map(float, (nd_ms, pt_ms, flops, peak))
-    if nd_ms <= 0 or pt_ms <= 0 or peak <= 0:
+for m, n, nd_ms, pd_ms, pt_ms, flops, peak in rows:
+    nd_ms, pd_ms, pt_ms, flops, peak = map(
+        float, (nd_ms, pd_ms, pt_ms, flops, peak))
+    if min(nd_ms, pd_ms, pt_ms, peak) <= 0:
         sys.exit(f"vs_pytorch: error: non-positive value in {m} threads={n}")
     s = pt_ms / nd_ms
     speedups.append(s)
     mfu = lambda ms: flops / (ms / 1e3) / (peak * 1e9)
-    print("%-6s %7s %11.2f %11.2f %7.2fx %11.1f%% %11.1f%% %10.2f" % (
-        m, n, nd_ms, pt_ms, s, 100 * mfu(nd_ms), 100 * mfu(pt_ms), flops / 1e9))
+    print("%-6s %7s %11.2f %11.2f %11.2f %9.2fx %8.2fx %11.1f%% %12.1f%% %10.2f"
+          % (m, n, nd_ms, pd_ms, pt_ms, pd_ms / nd_ms, s, 100 * mfu(nd_ms),
+             100 * mfu(pt_ms), flops / 1e9))
 print("min_speedup_vs_pytorch=%.2f" % min(speedups))
 EOF

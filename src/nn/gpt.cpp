@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "nn/model.h"
 #include "nn/transformer_block.h"
+#include "ops/ops.h"
 
 namespace ndt {
 
@@ -34,9 +35,12 @@ std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
   h.init_std = o.init_std;
   m->head = b.lm_head(h);
   m->loss_terms_per_sample = o.seq_len;
-  // Causal attention does half the score work; counted in full as is usual.
+  // Causal attention: the score work its kernel does (about half of T^2).
+  const double keys =
+      static_cast<double>(ops::attention_scores_computed(o.seq_len, true)) /
+      o.seq_len;
   m->flops_per_sample = o.seq_len * (detail::transformer_flops_per_token(
-                                         o.depth, o.dim, o.mlp_dim, o.seq_len) +
+                                         o.depth, o.dim, o.mlp_dim, keys) +
                                      6.0 * o.dim * o.vocab);
   return m;
 }

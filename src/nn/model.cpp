@@ -159,11 +159,12 @@ void Model::forward_eval(
 
 namespace detail {
 
-// Training FLOPs per token of `depth` blocks with `T` tokens (3x forward):
-// 2 per multiply-add; attention scores and weighted sum are 2*T*C each.
-double transformer_flops_per_token(int depth, int C, int F, int T) {
+// Training FLOPs per token of `depth` blocks (3x forward) whose attention
+// computes `keys` scores per query: 2 per multiply-add; attention scores
+// and weighted sum are 2*keys*C each.
+double transformer_flops_per_token(int depth, int C, int F, double keys) {
   double dense = 2.0 * (3.0 * C * C + C * C + 2.0 * C * F);
-  double attn = 2.0 * 2.0 * T * C;
+  double attn = 2.0 * 2.0 * keys * C;
   return 3.0 * depth * (dense + attn);
 }
 

@@ -138,9 +138,11 @@ std::unique_ptr<Model> build_gpt(const GptOptions& options, Builder& builder);
 namespace detail {
 
 // Training FLOPs per token (3x forward) of `depth` transformer blocks of
-// width C, MLP width F and T tokens: 2 per multiply-add; attention scores
-// and weighted sum are 2*T*C each. Shared by the ViT and the GPT.
-double transformer_flops_per_token(int depth, int C, int F, int T);
+// width C and MLP width F whose attention computes `keys` scores per query
+// (T, or fewer under the causal mask: ops::attention_scores_computed): 2
+// per multiply-add; attention scores and weighted sum are 2*keys*C each.
+// Shared by the ViT and the GPT.
+double transformer_flops_per_token(int depth, int C, int F, double keys);
 
 }  // namespace detail
 

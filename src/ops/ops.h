@@ -23,10 +23,21 @@ namespace ndt::ops {
 // Sets the OpenMP and OpenBLAS thread counts.
 void set_num_threads(int n);
 int num_threads();
-// e.g. "OpenBLAS 0.3.21 (openmp) core=SkylakeX".
+// e.g. "gemm=openblas (oneDNN 2.6.3), OpenBLAS 0.3.21 (openmp) core=Zen".
 std::string blas_info();
 
 // ---- GEMM ------------------------------------------------------------------
+
+// The library behind gemm(): OpenBLAS's cblas_sgemm or oneDNN's
+// dnnl_sgemm (both on the one OpenMP pool). The process's choice is the
+// environment variable NDT_GEMM=openblas|onednn (default openblas; which
+// is faster depends on the shapes and thread count, README "GEMM
+// libraries"); a bad value throws ConfigError on first use.
+// set_gemm_backend() overrides it.
+enum class GemmBackend { kOpenBlas, kOneDnn };
+GemmBackend gemm_backend();
+void set_gemm_backend(GemmBackend backend);
+const char* to_string(GemmBackend backend);
 
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C with
 // explicit leading dimensions (elements between consecutive rows).
@@ -164,6 +175,11 @@ void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
 // Scale 1/sqrt(hs); causal masks keys after the query.
 void attention_forward(
     Tensor& out, Tensor& att, const Tensor& qkv, int NH, bool causal);
+// Score entries [query, key] of one head that attention_forward and
+// attention_backward compute for T tokens (the work their GEMMs do): T^2,
+// or, causal, for each block of 64 queries the keys up to its end (about
+// T (T + 64) / 2).
+int64_t attention_scores_computed(int T, bool causal);
 // dqkv [B, T, 3C] assigned. datt [B, NH, T, T] is scratch.
 void attention_backward(
     Tensor& dqkv,

@@ -197,5 +197,18 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   check_grad(1, 70, 4, 2, true, 150);
 }
 
+// The score entries the kernel computes (the GPT's FLOP count): all T^2
+// without the mask; with it, each block of 64 queries sees the keys up to
+// its end (query rows 64 i .. 64 i + 63 see 64 (i + 1) keys).
+TEST(Attention, ScoresComputedFollowTheCausalBlocks) {
+  EXPECT_EQ(ops::attention_scores_computed(256, false), 256 * 256);
+  EXPECT_EQ(
+      ops::attention_scores_computed(256, true), 64 * (64 + 128 + 192 + 256));
+  EXPECT_EQ(ops::attention_scores_computed(100, true), 64 * 64 + 36 * 100);
+  EXPECT_EQ(ops::attention_scores_computed(64, true), 64 * 64);
+  EXPECT_EQ(ops::attention_scores_computed(1, true), 1);
+  EXPECT_EQ(ops::attention_scores_computed(0, true), 0);
+}
+
 }  // namespace
 }  // namespace ndt

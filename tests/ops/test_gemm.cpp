@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "ops/ops.h"
@@ -97,15 +98,27 @@ void check_gemm(const GemmCase& s, bool ta, bool tb, float beta) {
   EXPECT_LE(worst, 1.0);
 }
 
+// On both GEMM libraries, whatever NDT_GEMM says for the process.
 TEST(Gemm, AllTransposesWithLeadingDimsMatchReference) {
-  for (GemmCase s : {GemmCase{5, 7, 6}, GemmCase{65, 33, 70}}) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        check_gemm(s, ta, tb, -0.5f);
-        check_gemm(s, ta, tb, 0.0f);
+  const ops::GemmBackend process = ops::gemm_backend();
+  for (ops::GemmBackend b :
+       {ops::GemmBackend::kOpenBlas, ops::GemmBackend::kOneDnn}) {
+    ops::set_gemm_backend(b);
+    EXPECT_NE(
+        ops::blas_info().find(std::string("gemm=") + to_string(b)),
+        std::string::npos)
+        << ops::blas_info();
+    for (GemmCase s : {GemmCase{5, 7, 6}, GemmCase{65, 33, 70}}) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          SCOPED_TRACE(to_string(b));
+          check_gemm(s, ta, tb, -0.5f);
+          check_gemm(s, ta, tb, 0.0f);
+        }
       }
     }
   }
+  ops::set_gemm_backend(process);
 }
 
 TEST(Gemm, EmptyInnerDimensionScalesC) {

@@ -23,7 +23,11 @@ TEST(Threads, RejectsNonPositiveCount) {
 
 TEST(Threads, BlasInfoNamesOpenBlasOpenMpBuild) {
   const std::string info = ops::blas_info();
-  EXPECT_EQ(info.rfind("OpenBLAS ", 0), 0u) << info;
+  EXPECT_EQ(
+      info.rfind(std::string("gemm=") + to_string(ops::gemm_backend()), 0), 0u)
+      << info;
+  EXPECT_NE(info.find("oneDNN "), std::string::npos) << info;
+  EXPECT_NE(info.find("OpenBLAS "), std::string::npos) << info;
   EXPECT_NE(info.find("(openmp)"), std::string::npos) << info;
   EXPECT_NE(info.find("core="), std::string::npos) << info;
 }

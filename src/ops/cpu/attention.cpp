@@ -18,6 +18,7 @@
 // the products are skipped.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
@@ -60,6 +61,22 @@ Dims attention_dims(const Tensor& qkv, int NH) {
 inline int key_end(int i1, int T, bool causal) {
   return causal ? i1 : T;
 }
+
+}  // namespace
+
+int64_t attention_scores_computed(int T, bool causal) {
+  NDT_ASSERT(T >= 0, "attention tokens ", T);
+  if (!causal)
+    return int64_t{T} * T;
+  int64_t scores = 0;
+  for (int i0 = 0; i0 < T; i0 += kBlock) {
+    const int i1 = std::min(T, i0 + kBlock);
+    scores += int64_t{i1 - i0} * key_end(i1, T, causal);
+  }
+  return scores;
+}
+
+namespace {
 
 void attention_head_forward(
     float* o,

@@ -1,4 +1,4 @@
-// Row-major SGEMM on OpenBLAS.
+// Row-major SGEMM on OpenBLAS or oneDNN (ops.h, GemmBackend).
 //
 // Shapes (row-major, leading dimension = elements between rows):
 //   A: op(A) [M, K]; stored [M, K] (lda >= K) or, transposed, [K, M]
@@ -7,14 +7,61 @@
 // Strided views (a head inside the qkv buffer) are passed with their
 // parent's leading dimension. Bad leading dimensions are bugs: OpenBLAS
 // would only print a message and return, so they are asserted here.
+// Inside an OpenMP parallel region both libraries run on the calling
+// thread alone (attention's per-head GEMMs rely on it).
 #include <cblas.h>
+#include <dnnl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "base/check.h"
 #include "ops/ops.h"
 
 namespace ndt::ops {
+namespace {
+
+GemmBackend backend_from_env() {
+  const char* v = std::getenv("NDT_GEMM");
+  if (v == nullptr || *v == '\0')
+    return GemmBackend::kOpenBlas;
+  const std::string s = v;
+  if (s == "openblas")
+    return GemmBackend::kOpenBlas;
+  if (s == "onednn")
+    return GemmBackend::kOneDnn;
+  NDT_CHECK(
+      false,
+      ConfigError,
+      "NDT_GEMM=",
+      s,
+      ": the GEMM library must be openblas or onednn (unset: openblas)");
+  return GemmBackend::kOpenBlas;
+}
+
+// -1: not chosen yet (the environment decides on first use).
+std::atomic<int> g_backend{-1};
+
+}  // namespace
+
+GemmBackend gemm_backend() {
+  int b = g_backend.load(std::memory_order_relaxed);
+  if (b < 0) {
+    b = static_cast<int>(backend_from_env());
+    g_backend.store(b, std::memory_order_relaxed);
+  }
+  return static_cast<GemmBackend>(b);
+}
+
+void set_gemm_backend(GemmBackend backend) {
+  g_backend.store(static_cast<int>(backend), std::memory_order_relaxed);
+}
+
+const char* to_string(GemmBackend backend) {
+  return backend == GemmBackend::kOpenBlas ? "openblas" : "onednn";
+}
 
 void gemm(
     bool trans_a,
@@ -47,6 +94,25 @@ void gemm(
       lda >= std::max(1, trans_a ? M : K), "gemm lda ", lda, " too small");
   NDT_ASSERT(
       ldb >= std::max(1, trans_b ? K : N), "gemm ldb ", ldb, " too small");
+  if (gemm_backend() == GemmBackend::kOneDnn) {
+    // Row-major, like the arguments here.
+    const dnnl_status_t st = dnnl_sgemm(
+        trans_a ? 'T' : 'N',
+        trans_b ? 'T' : 'N',
+        M,
+        N,
+        K,
+        alpha,
+        A,
+        lda,
+        B,
+        ldb,
+        beta,
+        C,
+        ldc);
+    NDT_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", st);
+    return;
+  }
   cblas_sgemm(
       CblasRowMajor,
       trans_a ? CblasTrans : CblasNoTrans,

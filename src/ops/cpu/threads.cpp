@@ -4,6 +4,7 @@
 // `omp parallel` loops share one OpenMP thread pool; inside a parallel
 // region OpenBLAS runs single-threaded (attention relies on that).
 #include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 
 #include <sstream>
@@ -42,9 +43,11 @@ std::string blas_info() {
       mode = "openmp";
       break;
   }
+  const dnnl_version_t* dv = dnnl_version();
   std::ostringstream os;
-  os << name << " " << version << " (" << mode
-     << ") core=" << openblas_get_corename();
+  os << "gemm=" << to_string(gemm_backend()) << " (oneDNN " << dv->major << "."
+     << dv->minor << "." << dv->patch << "), " << name << " " << version << " ("
+     << mode << ") core=" << openblas_get_corename();
   return os.str();
 }
 

@@ -20,7 +20,8 @@ ITERS=${NDT_BENCH_ITERS:-10}
 WARMUP=${NDT_BENCH_WARMUP:-3}
 MODELS=${NDT_BENCH_MODELS:-vit gpt}
 BUCKETS=${NDT_DDP_BUCKETS_MB:-5 25 100}
-TUNED_MALLOC=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
+# shellcheck source=bench/tuned_malloc.sh
+source bench/tuned_malloc.sh
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  iters=$ITERS warmup=$WARMUP"
 echo "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE;" \
   "ndtrain and tuned PyTorch: GLIBC_TUNABLES=$TUNED_MALLOC"

@@ -44,6 +44,9 @@ run() {  # run LINK -> comm_bench output
          -np 2 -x OMP_NUM_THREADS=1 "$BIN" "${ARGS[@]}" ;;
   esac
 }
+fit() {  # fit IMPL FIELD: FIELD of comm_bench's link_fit line in $out
+  sed -n "s/^link_fit impl=$1 .* $2=\([^ ]*\).*/\1/p" <<<"$out"
+}
 summary=()
 worst=
 for link in shm veth 10gbit 1gbit; do
@@ -61,9 +64,6 @@ for link in shm veth 10gbit 1gbit; do
       exit 1
     fi
     ratio=$(sed -n 's/^min_ratio_vs_mpi=//p' <<<"$out")
-    fit() {  # fit IMPL FIELD
-      sed -n "s/^link_fit impl=$1 .* $2=\([^ ]*\).*/\1/p" <<<"$out"
-    }
     rows+=("$ratio $(fit ndt alpha_us) $(fit ndt busbw_gbs) $(fit ndt max_rel_error) $(fit mpi alpha_us) $(fit mpi busbw_gbs) $(fit mpi max_rel_error)")
   done
   # The median round by its ratio.

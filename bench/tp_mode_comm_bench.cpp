@@ -109,17 +109,14 @@ int measure(ProcessGroup& world, const Config& config) {
   // The step's activation peak against the plan's step model, on every
   // rank (GPT, one stage, no recompute, no sp; -1: not modelled).
   const ParallelConfig& p = config.parallel;
+  const ModelShape shape = model_shape(config.model, p);
+  const int64_t samples = config.train.batch_size / p.dp / p.microbatches;
   const int64_t acts_peak =
       memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)];
   int64_t step_acts = -1;
-  if (p.pp == 1 && p.sp == 1 && config.model.kind == ModelKind::kGpt &&
-      p.recompute == Recompute::kNone)
+  if (step_activation_modelled(shape, p))
     step_acts = step_activation_bytes(
-        model_shape(config.model, p),
-        p,
-        config.model.heads,
-        config.train.batch_size / p.dp / p.microbatches,
-        config.model.dropout);
+        shape, p, config.model.heads, samples, config.model.dropout);
   double act_err = step_acts < 0
                        ? 0.0
                        : std::fabs(static_cast<double>(acts_peak - step_acts));
@@ -153,7 +150,6 @@ int measure(ProcessGroup& world, const Config& config) {
     // gradients held in data-parallel buckets are blocked differently).
     const MemoryStats m = memory_stats();
     const RankMemory rm = rank_memory(config, mesh.coord("pp"));
-    const ModelShape shape = model_shape(config.model, p);
     int64_t blocks = 0;
     for (const ModuleShape& mod : shape.modules) {
       for (const ParamShape& q : mod.params)
@@ -169,12 +165,8 @@ int measure(ProcessGroup& world, const Config& config) {
       int64_t n_blocks = 0;
       for (const ModuleShape& mod : shape.modules)
         n_blocks += mod.kind == ModuleKind::kTransformerBlock;
-      blocks_acts =
-          n_blocks * block_activation_bytes(
-                         shape,
-                         p,
-                         config.model.heads,
-                         config.train.batch_size / p.dp / p.microbatches);
+      blocks_acts = n_blocks * block_activation_bytes(
+                                   shape, p, config.model.heads, samples);
     }
     auto live = [&](MemTag t) {
       return static_cast<long long>(m.current_bytes[static_cast<int>(t)]);

@@ -21,6 +21,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/tuned_malloc.sh
+source bench/tuned_malloc.sh
 
 PY=/usr/bin/python3
 NDTRAIN=${NDTRAIN:-build/ndtrain}
@@ -29,10 +31,6 @@ WARMUP=${NDT_BENCH_WARMUP:-5}
 MODELS=${NDT_BENCH_MODELS:-mlp vit gpt}
 THREADS=${NDT_BENCH_THREADS:-1 2}
 RUN_TIMEOUT=${NDT_BENCH_TIMEOUT:-1800}
-# glibc malloc for PyTorch's tensors: transparent huge pages, no mmap below
-# 32 MiB and no trimming, so freed activations keep their pages (fresh
-# pages cost ~100x reused ones on these machines).
-TUNED_MALLOC=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
 
 die() {
   echo "vs_pytorch: error: $*" >&2
@@ -181,14 +179,11 @@ for m in $MODELS; do
     declare -A PT=()
     for side in default tuned; do
       log=$LOGDIR/pytorch_${side}_${m}_t$n.log
-      if [[ $side == tuned ]]; then
-        MALLOC=$TUNED_MALLOC run_logged "$log" "$n" "$PY" bench/pytorch_step.py \
-          --model "$m" --threads "$n" --iters "$ITERS" --warmup "$WARMUP" \
-          --foreach 1
-      else
-        run_logged "$log" "$n" "$PY" bench/pytorch_step.py --model "$m" \
-          --threads "$n" --iters "$ITERS" --warmup "$WARMUP" --foreach 0
-      fi
+      malloc='' foreach=0
+      [[ $side == default ]] || malloc=$TUNED_MALLOC foreach=1
+      MALLOC=$malloc run_logged "$log" "$n" "$PY" bench/pytorch_step.py \
+        --model "$m" --threads "$n" --iters "$ITERS" --warmup "$WARMUP" \
+        --foreach "$foreach"
       pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
       [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n $side (log: $log)"
       echo "$pt ($side)"

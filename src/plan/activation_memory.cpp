@@ -374,6 +374,12 @@ void tail_3d(
 
 }  // namespace
 
+bool step_activation_modelled(
+    const ModelShape& shape, const ParallelConfig& parallel) {
+  return shape.kind == ModelKind::kGpt && parallel.pp == 1 &&
+         parallel.recompute == Recompute::kNone && parallel.sp == 1;
+}
+
 int64_t step_activation_bytes(
     const ModelShape& shape,
     const ParallelConfig& parallel,
@@ -381,20 +387,18 @@ int64_t step_activation_bytes(
     int64_t samples,
     float dropout) {
   NDT_CHECK(
-      shape.kind == ModelKind::kGpt,
+      step_activation_modelled(shape, parallel),
       ConfigError,
       "the plan's step activation model covers the GPT (its token "
-      "embedding and LM head), not model.kind=",
-      to_string(shape.kind));
-  NDT_CHECK(
-      parallel.pp == 1 && parallel.recompute == Recompute::kNone,
-      ConfigError,
-      "the plan's step activation model covers one stage without "
-      "recompute (parallel.pp=",
+      "embedding and LM head) in one stage without recompute or sequence "
+      "parallelism, not model.kind=",
+      to_string(shape.kind),
+      ", parallel.pp=",
       parallel.pp,
       ", parallel.recompute=",
       to_string(parallel.recompute),
-      ")");
+      ", parallel.sp=",
+      parallel.sp);
   int64_t blocks = 0;
   for (const ModuleShape& mod : shape.modules)
     blocks += mod.kind == ModuleKind::kTransformerBlock;

@@ -55,8 +55,14 @@ int64_t block_activation_bytes(
     int heads,
     int64_t samples);
 
-// The activation peak of one training step of the GPT per rank (no
-// pipeline, no recompute, no sp), in the allocator's size classes: every
+// Whether step_activation_bytes covers the layout: the GPT, one stage, no
+// recompute, no sequence parallelism.
+bool step_activation_modelled(
+    const ModelShape& shape, const ParallelConfig& parallel);
+
+// The activation peak of one training step of the GPT per rank (where
+// step_activation_modelled; ConfigError otherwise), in the allocator's
+// size classes: every
 // block's forward state and the embedding's output, then the LM head's
 // forward and backward and the last block's backward, tensor by tensor in
 // the order the layers allocate and free them; the largest live sum.

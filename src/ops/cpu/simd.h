@@ -1,7 +1,9 @@
 // Helpers shared by the CPU kernels, written so that GCC/Clang turn them
 // into SIMD code at -O3 without -ffast-math: a polynomial fp32 exp, and row
 // reductions split over kLanes independent accumulators (plain loops would
-// stay scalar, since reassociating a float sum changes its result).
+// stay scalar, since reassociating a float sum changes its result). The
+// exp's range clamp vectorises only with -fno-trapping-math, which
+// CMakeLists.txt sets for every target.
 //
 // Internal to src/ops/cpu; not part of the ops contract. The lane split is
 // fixed, so every result here is deterministic and independent of threads.

@@ -32,9 +32,14 @@ double fma_rounds(int64_t iters, float* sink) {
     for (int k = 0; k < kChains; ++k)
       acc[k] = _mm512_fmadd_ps(acc[k], a, b);
   }
+  // Stored and summed by hand: GCC 12's _mm512_reduce_add_ps reads an
+  // undefined vector and fails -Werror=uninitialized.
+  float out[kLanes];
   for (int k = 1; k < kChains; ++k)
     acc[0] = _mm512_add_ps(acc[0], acc[k]);
-  *sink += _mm512_reduce_add_ps(acc[0]);
+  _mm512_storeu_ps(out, acc[0]);
+  for (float v : out)
+    *sink += v;
 #elif defined(__FMA__)
   constexpr int kLanes = 8;
   __m256 acc[kChains];

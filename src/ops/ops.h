@@ -30,9 +30,10 @@ std::string blas_info();
 
 // The library behind gemm(): OpenBLAS's cblas_sgemm or oneDNN's
 // dnnl_sgemm (both on the one OpenMP pool). The process's choice is the
-// environment variable NDT_GEMM=openblas|onednn (default openblas; which
-// is faster depends on the shapes and thread count, README "GEMM
-// libraries"); a bad value throws ConfigError on first use.
+// environment variable NDT_GEMM=openblas|onednn (default onednn: its own
+// CPU dispatch runs AVX-512 kernels where OPENBLAS_CORETYPE pins OpenBLAS
+// to AVX2, and it was as fast or faster on the models' shapes otherwise,
+// README "GEMM libraries"); a bad value throws ConfigError on first use.
 // set_gemm_backend() overrides it.
 enum class GemmBackend { kOpenBlas, kOneDnn };
 GemmBackend gemm_backend();

@@ -26,7 +26,7 @@ namespace {
 GemmBackend backend_from_env() {
   const char* v = std::getenv("NDT_GEMM");
   if (v == nullptr || *v == '\0')
-    return GemmBackend::kOpenBlas;
+    return GemmBackend::kOneDnn;
   const std::string s = v;
   if (s == "openblas")
     return GemmBackend::kOpenBlas;
@@ -37,8 +37,8 @@ GemmBackend backend_from_env() {
       ConfigError,
       "NDT_GEMM=",
       s,
-      ": the GEMM library must be openblas or onednn (unset: openblas)");
-  return GemmBackend::kOpenBlas;
+      ": the GEMM library must be openblas or onednn (unset: onednn)");
+  return GemmBackend::kOneDnn;
 }
 
 // -1: not chosen yet (the environment decides on first use).

@@ -209,13 +209,41 @@ std::vector<Tensor> grads_of(Model& m) {
 }
 
 // The floor run: the serial layout summing in another order. One sample
-// per micro-batch changes the summation of every parameter gradient (and
-// nothing else the serial run computes), and more than any layout does.
+// per micro-batch changes the summation of every parameter gradient over
+// the batch. Its steps also run every GEMM on the other GEMM library
+// (FloorGemm), which orders each dot product's K terms differently: a
+// layout that splits K (row-parallel 1D, 2D, 2.5D, 3D) changes the
+// forward and input-gradient sums, which one sample per micro-batch alone
+// leaves bitwise equal where a library's rows do not depend on M (oneDNN
+// with AVX-512 kernels), so the floor would miss that noise.
 Config floor_config(const Config& serial) {
   Config c = serial;
   c.parallel.microbatches = static_cast<int>(c.train.batch_size);
   return c;
 }
+
+ops::GemmBackend floor_gemm(ops::GemmBackend serial) {
+  return serial == ops::GemmBackend::kOneDnn ? ops::GemmBackend::kOpenBlas
+                                             : ops::GemmBackend::kOneDnn;
+}
+
+// Runs the floor's GEMMs on the other library while alive. The floor step
+// runs alone (no layout or serial step at the same time), so switching the
+// process's library for its duration affects nothing else.
+class FloorGemm {
+ public:
+  FloorGemm() : saved_(ops::gemm_backend()) {
+    ops::set_gemm_backend(floor_gemm(saved_));
+  }
+  ~FloorGemm() {
+    ops::set_gemm_backend(saved_);
+  }
+  FloorGemm(const FloorGemm&) = delete;
+  FloorGemm& operator=(const FloorGemm&) = delete;
+
+ private:
+  ops::GemmBackend saved_;
+};
 
 // Which side of the comparison holds a non-finite value.
 std::string sides(bool serial_bad, bool layout_bad) {
@@ -260,7 +288,8 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
       << layout_name(config) << " vs serial, " << steps
       << " steps, global batch " << config.train.batch_size
       << "; noise floor: serial with microbatches="
-      << floor_cfg.parallel.microbatches << "\n";
+      << floor_cfg.parallel.microbatches << " on "
+      << ops::to_string(floor_gemm(ops::gemm_backend())) << "'s GEMM\n";
   VerifyReport rep;
   // Each failure once; the per-step ones in full at their first step,
   // then counted.
@@ -294,7 +323,10 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     // others add zeros below).
     std::vector<double> floor_step(size_t(n) + 2, 0.0);
     if (floor) {
-      const StepResult f = floor->step(s);
+      const StepResult f = [&] {
+        FloorGemm other;
+        return floor->step(s);
+      }();
       for (int i = 0; i < n; ++i)
         floor_step[i] = tensor_rel(floor_grad_sums, i);
       floor_step[n] = rel_diff(a.loss, f.loss);

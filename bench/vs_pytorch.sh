@@ -6,7 +6,8 @@
 # per-tensor loop) and tuned as an expert would run it (glibc's malloc
 # keeping its pages, GLIBC_TUNABLES below, and AdamW with foreach=True);
 # ndtrain runs with the same GLIBC_TUNABLES. Prints the environment, the
-# FMA peak (MFU's denominator) and the sgemm rate per thread count, a table
+# FMA peak and the sgemm rate per thread count (each row's MFU divides by
+# the FMA peak measured inside that row's ndtrain process), a table
 # (ms per step, speedups, MFU) and, last, min_speedup_vs_pytorch=X against
 # the tuned PyTorch.
 # Method: docs/benchmarks.md.
@@ -72,7 +73,7 @@ echo "per run: OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N OMP_WAIT_POLICY=PASSIVE"
 echo "ndtrain and tuned PyTorch: GLIBC_TUNABLES=$TUNED_MALLOC;" \
   "tuned PyTorch: AdamW(foreach=True); default PyTorch: no GLIBC_TUNABLES," \
   "AdamW(foreach=False) (torch 1.13's default)"
-echo "ndtrain GEMM: NDT_GEMM=${NDT_GEMM:-openblas (unset)}"
+echo "ndtrain GEMM: NDT_GEMM=${NDT_GEMM:-onednn (unset)}"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 if awk -v n="$(nproc)" '{exit !($1 > 0.5 * n)}' /proc/loadavg; then
   echo "WARNING: the machine is busy (1-min load > half the cpus); timings will be noisy"
@@ -145,7 +146,9 @@ is_number() {
   [[ $1 =~ ^[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$ ]]
 }
 
-# --- FMA peak (MFU's denominator) --------------------------------------------
+# --- FMA and sgemm peaks -----------------------------------------------------
+# For the record; each row's MFU divides by the FMA peak measured inside
+# that row's ndtrain run (fma_peak_gflops of its bench line).
 echo "== FMA and sgemm peaks ($NDTRAIN peak)"
 declare -A PEAK
 for n in $THREADS; do
@@ -193,8 +196,12 @@ for m in $MODELS; do
       is_number "${PT[$side]}" || die "bad pytorch line: $pt"
     done
 
+    # MFU's denominator: the FMA peak ndtrain's own process measured right
+    # before and after its timed steps (this machine's speed drifts).
+    peak=$(field "$nd" fma_peak_gflops)
+    is_number "$peak" || die "no fma_peak_gflops in the ndtrain line: $nd"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "$nd_ms" "${PT[default]}" \
-      "${PT[tuned]}" "$flops" "${PEAK[$n]}" >>"$RESULTS"
+      "${PT[tuned]}" "$flops" "$peak" >>"$RESULTS"
   done
 done
 

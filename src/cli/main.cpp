@@ -233,12 +233,14 @@ int cmd_bench(
       static_cast<long long>(r.parameters));  // held here
   std::printf(
       "bench model=%s threads=%d dp=%d median_ms=%.3f "
-      "flops_per_step=%.0f",
+      "flops_per_step=%.0f fma_peak_gflops=%.1f mfu=%.3f",
       to_string(config.model.kind),
       threads,
       p.dp,
       r.median_ms,
-      r.flops_per_step);
+      r.flops_per_step,
+      r.fma_peak_gflops,
+      r.mfu);
   if (r.has_ddp) {
     std::printf(
         " allreduce_ms=%.3f exposed_ms=%.3f hidden_fraction=%.3f",

@@ -6,6 +6,7 @@
 #include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
+#include "train/peak.h"
 #include "train/trace_file.h"
 
 namespace ndt {
@@ -24,8 +25,17 @@ StepBenchResult run_step_bench(
   // Pipeline: compute time and makespan summed over the timed steps.
   double pipe_busy = 0, pipe_span = 0;
   align_trace_origin(engine.tracer(), mesh);
+  // Every rank measures its own threads at the same time.
+  auto job_fma_peak = [&world] {
+    world.barrier();
+    double g = measure_fma_peak_gflops();
+    world.all_reduce(&g, 1);
+    return g;
+  };
+  double peak_before = 0;
   for (int i = 0; i < warmup + iters; ++i) {
     if (i == warmup) {
+      peak_before = job_fma_peak();
       if (engine.ddp()) {
         exposed0 = engine.ddp()->exposed_seconds();
         comm0 = engine.ddp()->comm_seconds();
@@ -53,6 +63,7 @@ StepBenchResult run_step_bench(
       pipe_span += span[0] + span[1];
     }
   }
+  r.fma_peak_gflops = std::max(peak_before, job_fma_peak());
   // Peak activation bytes of each rank, gathered by sum into slots.
   r.act_peak_mib.assign(world.size(), 0.0);
   r.act_peak_mib[world.rank()] =
@@ -71,6 +82,7 @@ StepBenchResult run_step_bench(
   Model& model = engine.model();
   r.parameters = model.num_parameters();
   r.flops_per_step = model.flops_per_sample * config.train.batch_size;
+  r.mfu = r.flops_per_step / (r.median_ms * 1e-3) / (r.fma_peak_gflops * 1e9);
   if (engine.ddp()) {
     r.has_ddp = true;
     r.allreduce_ms = 1e3 * (engine.ddp()->comm_seconds() - comm0) / iters;

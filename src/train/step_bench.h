@@ -28,6 +28,12 @@ struct StepBenchResult {
   bool has_pipeline = false;
   double bubble = 0;
   double bubble_theory = 0;
+  // The FMA limit of the whole job (GFLOP/s, every rank's threads),
+  // measured in this run right before and right after the timed steps;
+  // the larger of the two, so the MFU below errs low when the machine's
+  // speed drifts. mfu = flops_per_step / step time / that peak.
+  double fma_peak_gflops = 0;
+  double mfu = 0;
   std::vector<double> act_peak_mib;  // per world rank
   // Every tag's live peak (what train.mem_cap_mb bounds), per world rank.
   std::vector<double> mem_peak_mib;

@@ -5,7 +5,8 @@
 # PyTorch DDP (gloo, 2 processes, 1 thread each) in the same run: as
 # installed (glibc malloc, per-tensor AdamW, 25 MB buckets) and tuned
 # (GLIBC_TUNABLES below, AdamW(foreach=True), gradient_as_bucket_view=True,
-# the fastest of bucket_cap_mb in NDT_DDP_BUCKETS_MB, default "5 25 100").
+# the fastest of bucket_cap_mb in NDT_DDP_BUCKETS_MB, default "5 25 100",
+# each with ATen's default and, where the CPU has them, AVX-512 kernels).
 # ndtrain runs with the same GLIBC_TUNABLES.
 #   scaling efficiency = t(1 rank) / (2 * t(dp=2))
 #   hidden fraction    = 1 - (all-reduce time not overlapped) / (all-reduce time)
@@ -22,7 +23,9 @@ MODELS=${NDT_BENCH_MODELS:-vit gpt}
 BUCKETS=${NDT_DDP_BUCKETS_MB:-5 25 100}
 # shellcheck source=bench/tuned_malloc.sh
 source bench/tuned_malloc.sh
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  iters=$ITERS warmup=$WARMUP"
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  iters=$ITERS warmup=$WARMUP" \
+  "ndtrain GEMM: NDT_GEMM=${NDT_GEMM:-onednn (unset)}"
+echo "tuned PyTorch DDP: every bucket size in {$BUCKETS} MB x ATEN_CPU_CAPABILITY in {$TORCH_CAPS}, the fastest counts"
 echo "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE;" \
   "ndtrain and tuned PyTorch: GLIBC_TUNABLES=$TUNED_MALLOC"
 
@@ -44,16 +47,20 @@ for m in $MODELS; do
         --iters "$ITERS" --warmup "$WARMUP" | grep '^pytorch_ddp ')
   echo "$one"; echo "$two"; echo "$pd (as installed)"
   tp=
-  for mb in $BUCKETS; do
-    pt=$(cd bench && GLIBC_TUNABLES=$TUNED_MALLOC /usr/bin/python3 \
-          pytorch_ddp.py --model "$m" --world 2 --iters "$ITERS" \
-          --warmup "$WARMUP" --foreach 1 --grad-view 1 --bucket-mb "$mb" \
-          | grep '^pytorch_ddp ')
-    echo "$pt (tuned)"
-    t=$(field median_ms "$pt")
-    if [[ -z $tp ]] || /usr/bin/python3 -c "import sys; sys.exit(0 if $t < $tp else 1)"; then
-      tp=$t
-    fi
+  for cap in $TORCH_CAPS; do
+    capenv=()
+    [[ $cap == default ]] || capenv=(ATEN_CPU_CAPABILITY="$cap")
+    for mb in $BUCKETS; do
+      pt=$(cd bench && env GLIBC_TUNABLES="$TUNED_MALLOC" "${capenv[@]}" \
+            /usr/bin/python3 pytorch_ddp.py --model "$m" --world 2 \
+            --iters "$ITERS" --warmup "$WARMUP" --foreach 1 --grad-view 1 \
+            --bucket-mb "$mb" | grep '^pytorch_ddp ')
+      echo "$pt (tuned, ATEN_CPU_CAPABILITY=$cap)"
+      t=$(field median_ms "$pt")
+      if [[ -z $tp ]] || /usr/bin/python3 -c "import sys; sys.exit(0 if $t < $tp else 1)"; then
+        tp=$t
+      fi
+    done
   done
   t1=$(field median_ms "$one"); t2=$(field median_ms "$two")
   tdef=$(field median_ms "$pd"); hid=$(field hidden_fraction "$two")

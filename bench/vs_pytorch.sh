@@ -120,13 +120,6 @@ if ((${#nd_blas[@]})); then
 fi
 blas_info torch
 
-# ATen's CPU kernel levels the tuned PyTorch tries (torch 1.13 picks AVX2
-# by itself even where AVX-512 is present; ATEN_CPU_CAPABILITY overrides).
-TORCH_CAPS=default
-if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo \
-    && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
-  TORCH_CAPS="default avx512"
-fi
 echo "tuned PyTorch: ATEN_CPU_CAPABILITY in {$TORCH_CAPS}, the faster run counts"
 
 # --- helpers ------------------------------------------------------------------

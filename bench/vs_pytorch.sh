@@ -153,15 +153,14 @@ is_number() {
 # For the record; each row's MFU divides by the FMA peak measured inside
 # that row's ndtrain run (fma_peak_gflops of its bench line).
 echo "== FMA and sgemm peaks ($NDTRAIN peak)"
-declare -A PEAK
 for n in $THREADS; do
   log=$LOGDIR/peak_t$n.log
   run_logged "$log" "$n" "$NDTRAIN" peak --threads "$n"
   line=$(grep -E '^peak_gflops=' "$log" | tail -1 || true)
   [[ -n $line ]] || die "no 'peak_gflops=' line from '$NDTRAIN peak --threads $n' (log: $log)"
-  PEAK[$n]=$(field "$line" peak_gflops)
-  is_number "${PEAK[$n]}" || die "bad peak line: $line"
-  echo "threads=$n peak_gflops=${PEAK[$n]} (FMA) sgemm_gflops=$(field "$line" sgemm_gflops)"
+  fma=$(field "$line" peak_gflops)
+  is_number "$fma" || die "bad peak line: $line"
+  echo "threads=$n peak_gflops=$fma (FMA) sgemm_gflops=$(field "$line" sgemm_gflops)"
 done
 
 # --- step timings -------------------------------------------------------------

@@ -15,8 +15,11 @@
 #
 # Environment:
 #   NDT_SKIP_SETUP=1        do not run scripts/setup.sh (build/ndtrain must exist)
-#   NDT_BENCH_ITERS=20      timed steps per run (median reported)
-#   NDT_BENCH_WARMUP=5      untimed steps before them
+#   NDT_BENCH_ITERS=10      timed steps per run (median reported)
+#   NDT_BENCH_WARMUP=3      untimed steps before them
+#   NDT_BENCH_ROUNDS=3      rounds of the whole sweep; each side's fastest counts
+#   NDT_BENCH_WAIT_POLICIES="PASSIVE ACTIVE"   OMP_WAIT_POLICY values tried
+#                           above one thread (each side's faster counts)
 #   NDT_BENCH_MODELS="mlp vit gpt", NDT_BENCH_THREADS="1 2"   subsets, for quick checks
 #   NDT_BENCH_TIMEOUT=1800  seconds allowed per run
 #   NDTRAIN=build/ndtrain   the binary under test
@@ -28,8 +31,10 @@ source bench/tuned_malloc.sh
 
 PY=/usr/bin/python3
 NDTRAIN=${NDTRAIN:-build/ndtrain}
-ITERS=${NDT_BENCH_ITERS:-20}
-WARMUP=${NDT_BENCH_WARMUP:-5}
+ITERS=${NDT_BENCH_ITERS:-10}
+WARMUP=${NDT_BENCH_WARMUP:-3}
+ROUNDS=${NDT_BENCH_ROUNDS:-3}
+WAIT_POLICIES=${NDT_BENCH_WAIT_POLICIES:-PASSIVE ACTIVE}
 MODELS=${NDT_BENCH_MODELS:-mlp vit gpt}
 THREADS=${NDT_BENCH_THREADS:-1 2}
 RUN_TIMEOUT=${NDT_BENCH_TIMEOUT:-1800}
@@ -38,6 +43,13 @@ die() {
   echo "vs_pytorch: error: $*" >&2
   exit 1
 }
+
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "NDT_BENCH_ROUNDS=$ROUNDS: must be a positive integer"
+for pol in $WAIT_POLICIES; do
+  [[ $pol == PASSIVE || $pol == ACTIVE ]] \
+    || die "NDT_BENCH_WAIT_POLICIES: '$pol' is not an OpenMP wait policy (PASSIVE or ACTIVE)"
+done
+[[ -n $WAIT_POLICIES ]] || die "NDT_BENCH_WAIT_POLICIES is empty (allowed: PASSIVE, ACTIVE)"
 
 have_torch() {
   [[ -x $PY ]] && "$PY" -c 'import torch' >/dev/null 2>&1
@@ -70,7 +82,8 @@ else
 fi
 other=$(env | grep -E '^OPENBLAS_' | grep -vE '^OPENBLAS_(CORETYPE|NUM_THREADS)=' | tr '\n' ' ' || true)
 [[ -z $other ]] || echo "other OPENBLAS_* set (inherited by both sides): $other"
-echo "per run: OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N OMP_WAIT_POLICY=PASSIVE"
+echo "per run: OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N OMP_WAIT_POLICY=PASSIVE" \
+  "(above one thread ndtrain and tuned PyTorch also run with each of: $WAIT_POLICIES)"
 echo "ndtrain and tuned PyTorch: GLIBC_TUNABLES=$TUNED_MALLOC;" \
   "tuned PyTorch: AdamW(foreach=True); default PyTorch: no GLIBC_TUNABLES," \
   "AdamW(foreach=False) (torch 1.13's default)"
@@ -127,13 +140,14 @@ echo "tuned PyTorch: ATEN_CPU_CAPABILITY in {$TORCH_CAPS}, the faster run counts
 # environment (and GLIBC_TUNABLES=$MALLOC when set), output to <log>; on
 # failure prints the tail of the log and exits.
 MALLOC=
+WAIT=PASSIVE
 run_logged() {
   local log=$1 n=$2
   shift 2
   local tun=()
   [[ -z $MALLOC ]] || tun=(GLIBC_TUNABLES="$MALLOC")
   if ! env "${tun[@]}" OMP_NUM_THREADS="$n" OPENBLAS_NUM_THREADS="$n" \
-      OMP_WAIT_POLICY=PASSIVE timeout "$RUN_TIMEOUT" "$@" >"$log" 2>&1; then
+      OMP_WAIT_POLICY="$WAIT" timeout "$RUN_TIMEOUT" "$@" >"$log" 2>&1; then
     echo "---- tail of $log" >&2
     tail -n 20 "$log" >&2
     die "run failed: $*"
@@ -164,57 +178,89 @@ for n in $THREADS; do
 done
 
 # --- step timings -------------------------------------------------------------
-echo "== training steps (iters=$ITERS warmup=$WARMUP)"
-for m in $MODELS; do
-  cfg=bench/configs/$m.yaml
-  [[ -f $cfg ]] || die "missing $cfg"
-  for n in $THREADS; do
-    log=$LOGDIR/ndtrain_${m}_t$n.log
-    MALLOC=$TUNED_MALLOC run_logged "$log" "$n" "$NDTRAIN" bench -c "$cfg" \
-      "train.threads=$n" --iters "$ITERS" --warmup "$WARMUP"
-    nd=$(grep -E '^bench ' "$log" | tail -1 || true)
-    [[ -n $nd ]] || die "no 'bench model=...' line from ndtrain $m threads=$n (log: $log)"
-    echo "$nd"
-    nd_ms=$(field "$nd" median_ms)
-    flops=$(field "$nd" flops_per_step)
-    [[ $(field "$nd" model) == "$m" && $(field "$nd" threads) == "$n" ]] \
-      || die "ndtrain line does not match model=$m threads=$n: $nd"
-    { is_number "$nd_ms" && is_number "$flops"; } || die "bad ndtrain line: $nd"
-
-    # The tuned side runs once per ATen kernel level in TORCH_CAPS and
-    # counts the faster run.
-    declare -A PT=()
-    for side in default $(printf 'tuned:%s ' $TORCH_CAPS); do
-      cap=${side#tuned:}
-      log=$LOGDIR/pytorch_${side/:/_}_${m}_t$n.log
-      malloc='' foreach=0 capenv=()
-      if [[ $side != default ]]; then
-        malloc=$TUNED_MALLOC foreach=1
+# Rounds: this machine's speed drifts by 10-20% for minutes at a time, so
+# the whole sweep (every model, thread count and side) runs ROUNDS times
+# and each side's fastest run counts; a slow spell then hits one round of
+# every side, not all rounds of one row. Above one thread every side also
+# runs with each OpenMP wait policy in WAIT_POLICIES (the faster counts:
+# ACTIVE spins, PASSIVE sleeps, which matters when a side has two thread
+# pools). PyTorch as installed runs once, in the first round.
+echo "== training steps (iters=$ITERS warmup=$WARMUP rounds=$ROUNDS)"
+# faster <a> <b>: exit 0 when a < b (or b is empty).
+faster() {
+  [[ -z $2 ]] || awk -v a="$1" -v b="$2" 'BEGIN{exit !(a < b)}'
+}
+declare -A PT_DEFAULT=() ND_MS=() ND_PEAK=() ND_HOW=() PT_MS=() PT_HOW=() FLOPS=()
+for r in $(seq 1 "$ROUNDS"); do
+  echo "-- round $r of $ROUNDS"
+  for m in $MODELS; do
+    cfg=bench/configs/$m.yaml
+    [[ -f $cfg ]] || die "missing $cfg"
+    for n in $THREADS; do
+      key=$m:$n
+      policies=PASSIVE
+      ((n == 1)) || policies=$WAIT_POLICIES
+      if ((r == 1)); then
+        log=$LOGDIR/pytorch_default_${m}_t$n.log
+        MALLOC='' WAIT=PASSIVE run_logged "$log" "$n" "$PY" bench/pytorch_step.py \
+          --model "$m" --threads "$n" --iters "$ITERS" --warmup "$WARMUP" --foreach 0
+        pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
+        [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n default (log: $log)"
+        echo "$pt (as installed)"
+        PT_DEFAULT[$key]=$(field "$pt" median_ms)
+        is_number "${PT_DEFAULT[$key]}" || die "bad pytorch line: $pt"
+      fi
+      for pol in $policies; do
+        log=$LOGDIR/ndtrain_${m}_t${n}_${pol}_r$r.log
+        MALLOC=$TUNED_MALLOC WAIT=$pol run_logged "$log" "$n" "$NDTRAIN" bench \
+          -c "$cfg" "train.threads=$n" --iters "$ITERS" --warmup "$WARMUP"
+        nd=$(grep -E '^bench ' "$log" | tail -1 || true)
+        [[ -n $nd ]] || die "no 'bench model=...' line from ndtrain $m threads=$n (log: $log)"
+        echo "$nd ($pol)"
+        ms=$(field "$nd" median_ms)
+        flops=$(field "$nd" flops_per_step)
+        [[ $(field "$nd" model) == "$m" && $(field "$nd" threads) == "$n" ]] \
+          || die "ndtrain line does not match model=$m threads=$n: $nd"
+        { is_number "$ms" && is_number "$flops"; } || die "bad ndtrain line: $nd"
+        # MFU's denominator: the FMA peak this process measured right
+        # before and after its timed steps.
+        peak=$(field "$nd" fma_peak_gflops)
+        is_number "$peak" || die "no fma_peak_gflops in the ndtrain line: $nd"
+        FLOPS[$key]=$flops
+        if faster "$ms" "${ND_MS[$key]:-}"; then
+          ND_MS[$key]=$ms ND_PEAK[$key]=$peak ND_HOW[$key]="round $r, $pol"
+        fi
+      done
+      for cap in $TORCH_CAPS; do
+        capenv=()
         [[ $cap == default ]] || capenv=(env ATEN_CPU_CAPABILITY="$cap")
-      fi
-      MALLOC=$malloc run_logged "$log" "$n" "${capenv[@]}" "$PY" bench/pytorch_step.py \
-        --model "$m" --threads "$n" --iters "$ITERS" --warmup "$WARMUP" \
-        --foreach "$foreach"
-      pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
-      [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n $side (log: $log)"
-      echo "$pt ($side)"
-      ms=$(field "$pt" median_ms)
-      [[ $(field "$pt" model) == "$m" && $(field "$pt" threads) == "$n" ]] \
-        || die "pytorch line does not match model=$m threads=$n: $pt"
-      is_number "$ms" || die "bad pytorch line: $pt"
-      if [[ $side == default ]]; then
-        PT[default]=$ms
-      elif [[ -z ${PT[tuned]:-} ]] || awk -v a="$ms" -v b="${PT[tuned]}" 'BEGIN{exit !(a < b)}'; then
-        PT[tuned]=$ms
-      fi
+        for pol in $policies; do
+          log=$LOGDIR/pytorch_tuned_${cap}_${m}_t${n}_${pol}_r$r.log
+          MALLOC=$TUNED_MALLOC WAIT=$pol run_logged "$log" "$n" "${capenv[@]}" \
+            "$PY" bench/pytorch_step.py --model "$m" --threads "$n" \
+            --iters "$ITERS" --warmup "$WARMUP" --foreach 1
+          pt=$(grep -E '^pytorch ' "$log" | tail -1 || true)
+          [[ -n $pt ]] || die "no 'pytorch model=...' line from pytorch_step.py $m threads=$n tuned (log: $log)"
+          echo "$pt (tuned, ATen $cap, $pol)"
+          ms=$(field "$pt" median_ms)
+          [[ $(field "$pt" model) == "$m" && $(field "$pt" threads) == "$n" ]] \
+            || die "pytorch line does not match model=$m threads=$n: $pt"
+          is_number "$ms" || die "bad pytorch line: $pt"
+          if faster "$ms" "${PT_MS[$key]:-}"; then
+            PT_MS[$key]=$ms PT_HOW[$key]="round $r, ATen $cap, $pol"
+          fi
+        done
+      done
     done
-
-    # MFU's denominator: the FMA peak ndtrain's own process measured right
-    # before and after its timed steps (this machine's speed drifts).
-    peak=$(field "$nd" fma_peak_gflops)
-    is_number "$peak" || die "no fma_peak_gflops in the ndtrain line: $nd"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "$nd_ms" "${PT[default]}" \
-      "${PT[tuned]}" "$flops" "$peak" >>"$RESULTS"
+  done
+done
+echo "== fastest runs"
+for m in $MODELS; do
+  for n in $THREADS; do
+    key=$m:$n
+    echo "$m threads=$n: ndtrain ${ND_MS[$key]} ms (${ND_HOW[$key]}), tuned PyTorch ${PT_MS[$key]} ms (${PT_HOW[$key]})"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "${ND_MS[$key]}" \
+      "${PT_DEFAULT[$key]}" "${PT_MS[$key]}" "${FLOPS[$key]}" "${ND_PEAK[$key]}" >>"$RESULTS"
   done
 done
 

@@ -30,7 +30,10 @@ std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
       m->blocks.push_back(b.dropout(name + ".drop", o.dropout));
       m->sample_shapes.push_back({o.hidden[i]});
     }
-    flops += 6.0 * in * o.hidden[i];
+    // Forward, weight gradient and input gradient (2 FLOPs per
+    // multiply-add each), except that nothing needs the first layer's
+    // input gradient (the pixels), so it is not computed.
+    flops += (i == 0 ? 4.0 : 6.0) * in * o.hidden[i];
     in = o.hidden[i];
   }
   ClassifierHeadOptions h;

@@ -1,6 +1,7 @@
 #include "nn/model.h"
 
 #include "base/check.h"
+#include "ops/ops.h"
 
 namespace ndt {
 
@@ -73,7 +74,7 @@ void Model::init(uint64_t seed) {
 
 void Model::zero_grad() {
   for (Parameter* p : parameters())
-    p->grad.zero_();
+    ops::zero_(p->grad);
 }
 
 Tensor Model::forward_range(

@@ -43,10 +43,12 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
   h.pool = o.pool;
   h.init_std = o.init_std;
   m->head = b.classifier_head(h);
+  // The patch embedding's input (the pixels) needs no gradient, so its
+  // matmul is done twice (forward, weight gradient), not three times.
   double K = double(o.channels) * o.patch * o.patch;
   m->flops_per_sample =
       T * detail::transformer_flops_per_token(o.depth, o.dim, o.mlp_dim, T) +
-      6.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
+      4.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
   return m;
 }
 

@@ -56,6 +56,10 @@ void gemm(
     float beta,
     float* C,
     int ldc);
+// Multiply-adds times 2 (2 M N K) of every gemm call so far, in every
+// thread: the matmul work a step really does, which the models'
+// flops_per_sample must equal (tests/nn/test_model_flops.cpp).
+int64_t gemm_flops_done();
 
 // ---- linear: weight stored [OC, IC] like torch.nn.Linear -------------------
 
@@ -319,6 +323,8 @@ void add(Tensor& y, const Tensor& a, const Tensor& b);
 void add_(Tensor& y, const Tensor& x);
 // y *= s.
 void scale_(Tensor& y, float s);
+// y = 0, split over the threads when large (Tensor::zero_ is one memset).
+void zero_(Tensor& y);
 // Sum of squares in double (for norms).
 double sum_squares(const Tensor& x);
 

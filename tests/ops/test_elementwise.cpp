@@ -1,4 +1,4 @@
-// add, add_, scale_, sum_squares against plain loops; sum_squares does not
+// add, add_, scale_, zero_, sum_squares against plain loops; sum_squares does not
 // depend on the thread count.
 #include <gtest/gtest.h>
 
@@ -27,6 +27,16 @@ TEST(Elementwise, AddAddInPlaceScale) {
   ops::scale_(z, -0.25f);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(z.data()[i], a.data()[i] * -0.25f);
+}
+
+TEST(Elementwise, ZeroClearsEveryElementOfLargeAndSmallTensors) {
+  for (int64_t n : {int64_t{5}, int64_t{300001}}) {
+    Tensor y = test::randn({n}, 3, "y");
+    y.data()[n - 1] = NAN;
+    ops::zero_(y);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(y.data()[i], 0.0f) << "element " << i << " of " << n;
+  }
 }
 
 TEST(Elementwise, SumSquaresMatchesAndIsThreadCountIndependent) {

@@ -61,6 +61,15 @@ void scale_(Tensor& y, float s) {
     yp[i] *= s;
 }
 
+void zero_(Tensor& y) {
+  const int64_t n = y.numel();
+  float* yp = y.data();
+  const bool threaded = n >= detail::kMinParallelWork;
+#pragma omp parallel for simd schedule(static) if (threaded)
+  for (int64_t i = 0; i < n; ++i)
+    yp[i] = 0.0f;
+}
+
 double sum_squares(const Tensor& x) {
   const int64_t n = x.numel();
   const float* xp = x.data();

@@ -44,6 +44,8 @@ GemmBackend backend_from_env() {
 // -1: not chosen yet (the environment decides on first use).
 std::atomic<int> g_backend{-1};
 
+std::atomic<int64_t> g_flops{0};
+
 }  // namespace
 
 GemmBackend gemm_backend() {
@@ -57,6 +59,10 @@ GemmBackend gemm_backend() {
 
 void set_gemm_backend(GemmBackend backend) {
   g_backend.store(static_cast<int>(backend), std::memory_order_relaxed);
+}
+
+int64_t gemm_flops_done() {
+  return g_flops.load(std::memory_order_relaxed);
 }
 
 const char* to_string(GemmBackend backend) {
@@ -81,6 +87,7 @@ void gemm(
   if (M == 0 || N == 0)
     return;
   NDT_ASSERT(ldc >= std::max(1, N), "gemm ldc ", ldc, " < N ", N);
+  g_flops.fetch_add(2 * int64_t{M} * N * K, std::memory_order_relaxed);
   if (K == 0) {
     // op(A) op(B) is zero; BLAS argument checks would reject lda = 0.
     for (int i = 0; i < M; ++i) {

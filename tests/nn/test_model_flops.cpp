@@ -1,0 +1,89 @@
+// A model's flops_per_sample (the numerator of every MFU ndtrain prints)
+// against the matmul work one forward + backward really does: 2 M N K of
+// every ops::gemm call, counted by ops::gemm_flops_done(). Exact equality:
+// both are sums of integers far below 2^53.
+#include <gtest/gtest.h>
+
+#include "nn/model.h"
+#include "ops/ops.h"
+#include "test_util.h"
+
+namespace ndt {
+namespace {
+
+Tensor class_labels(int64_t n, int classes) {
+  Tensor t({n}, MemTag::kOther, DType::kI32);
+  for (int64_t i = 0; i < n; ++i)
+    t.data_i32()[i] = static_cast<int32_t>(i % classes);
+  return t;
+}
+
+// GEMM FLOPs of one forward + backward over `input`.
+int64_t step_gemm_flops(Model& m, const Tensor& input, const Tensor& targets) {
+  m.init(1);
+  m.zero_grad();
+  Context ctx;
+  LossStats stats;
+  const int64_t before = ops::gemm_flops_done();
+  m.forward_backward(input, targets, ctx, 1.0f, stats);
+  return ops::gemm_flops_done() - before;
+}
+
+TEST(ModelFlops, MlpCountsNoInputGradientForTheFirstLayer) {
+  SerialBuilder b;
+  MlpOptions o;
+  o.inputs = 3 * 4 * 4;
+  o.hidden = {24, 20};
+  o.classes = 7;
+  auto m = build_mlp(o, b);
+  const int64_t B = 5;
+  const int64_t done = step_gemm_flops(
+      *m, test::randn({B, 3, 4, 4}, 1, "img"), class_labels(B, 7));
+  EXPECT_EQ(static_cast<double>(done), m->flops_per_sample * B);
+}
+
+TEST(ModelFlops, VitWithClassTokenAndWithMeanPool) {
+  SerialBuilder b;
+  for (HeadPool pool : {HeadPool::kCls, HeadPool::kMean}) {
+    VitOptions o;
+    o.image_size = 8;
+    o.channels = 3;
+    o.patch = 2;
+    o.dim = 12;
+    o.depth = 2;
+    o.heads = 3;
+    o.mlp_dim = 20;
+    o.classes = 4;
+    o.pool = pool;
+    auto m = build_vit(o, b);
+    const int64_t B = 3;
+    const int64_t done = step_gemm_flops(
+        *m, test::randn({B, 3, 8, 8}, 2, "img"), class_labels(B, 4));
+    EXPECT_EQ(static_cast<double>(done), m->flops_per_sample * B)
+        << "pool " << static_cast<int>(pool);
+  }
+}
+
+TEST(ModelFlops, GptCountsTheCausalScoresItsKernelComputes) {
+  SerialBuilder b;
+  GptOptions o;
+  o.vocab = 11;
+  o.seq_len = 130;  // query blocks of 64, 64 and 2
+  o.dim = 16;
+  o.depth = 2;
+  o.heads = 2;
+  o.mlp_dim = 24;
+  auto m = build_gpt(o, b);
+  const int64_t B = 2;
+  Tensor ids({B, o.seq_len}, MemTag::kOther, DType::kI32);
+  Tensor next({B, o.seq_len}, MemTag::kOther, DType::kI32);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    ids.data_i32()[i] = static_cast<int32_t>((i * 3 + 1) % o.vocab);
+    next.data_i32()[i] = static_cast<int32_t>((i * 5 + 2) % o.vocab);
+  }
+  const int64_t done = step_gemm_flops(*m, ids, next);
+  EXPECT_EQ(static_cast<double>(done), m->flops_per_sample * B);
+}
+
+}  // namespace
+}  // namespace ndt

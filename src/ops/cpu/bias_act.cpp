@@ -9,7 +9,8 @@
 // k = sqrt(2/pi): the same function as torch's approximate="tanh", but
 // without the cancellation of 1 + tanh(u) for negative u, and with an exp
 // that vectorises (detail::exp_fast).
-#include <omp.h>
+#include <algorithm>
+#include <vector>
 
 #include "base/check.h"
 #include "ops/cpu/simd.h"
@@ -49,6 +50,43 @@ void check_same(const Tensor& a, const Tensor& b, const char* what) {
       shape_str(b.shape()));
 }
 
+// Bias gradients (column sums of an [N, C] gradient) go over fixed chunks
+// of kSumRows rows: each chunk sums its rows in order into a [C] partial of
+// its own, and the partials are then added in chunk order. The chunks
+// depend only on N, so results do not depend on the thread count, and the
+// threads stream whole rows, split evenly.
+constexpr int64_t kSumRows = 64;
+
+// Calls row(n, acc) for every row n, acc being its chunk's partial (zeroed
+// first), then adds the partials into db.
+template <class RowFn>
+void sum_rows_by_chunks(float* db, int64_t N, int64_t C, RowFn row) {
+  const int64_t chunks = (N + kSumRows - 1) / kSumRows;
+  // The calling thread's buffer, grown only: steady state allocates nothing.
+  thread_local std::vector<float> partials;
+  if (partials.size() < static_cast<size_t>(chunks * C))
+    partials.resize(static_cast<size_t>(chunks * C));
+  float* part = partials.data();
+  const bool threaded = N * C >= detail::kMinParallelWork;
+#pragma omp parallel for schedule(static) if (threaded)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    float* acc = part + ch * C;
+    for (int64_t c = 0; c < C; ++c)
+      acc[c] = 0.0f;
+    const int64_t n1 = std::min(N, (ch + 1) * kSumRows);
+    for (int64_t n = ch * kSumRows; n < n1; ++n)
+      row(n, acc);
+  }
+  const bool threaded_sum = chunks * C >= detail::kMinParallelWork;
+#pragma omp parallel for simd schedule(static) if (threaded_sum)
+  for (int64_t c = 0; c < C; ++c) {
+    float s = 0.0f;
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      s += part[ch * C + c];
+    db[c] += s;
+  }
+}
+
 }  // namespace
 
 void bias_add_forward(Tensor& y, const Tensor& b) {
@@ -81,23 +119,11 @@ void bias_add_backward(Tensor& db, const Tensor& dy) {
       shape_str(db.shape()));
   const int64_t N = dy.numel() / C;
   const float* g = dy.data();
-  float* dbp = db.data();
-  const int64_t W = detail::column_block_width(C, omp_get_max_threads());
-  const int64_t blocks = (C + W - 1) / W;
-  const bool threaded = N * C >= detail::kMinParallelWork;
-#pragma omp parallel for schedule(static) if (threaded)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * W;
-    const int64_t w = C - c0 < W ? C - c0 : W;
-    float acc[detail::kMaxColumnBlock] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const float* row = g + n * C + c0;
-      for (int64_t j = 0; j < w; ++j)
-        acc[j] += row[j];
-    }
-    for (int64_t j = 0; j < w; ++j)
-      dbp[c0 + j] += acc[j];
-  }
+  sum_rows_by_chunks(db.data(), N, C, [&](int64_t n, float* acc) {
+    const float* row = g + n * C;
+    for (int64_t c = 0; c < C; ++c)
+      acc[c] += row[c];
+  });
 }
 
 void gelu_forward(Tensor& y, const Tensor& x) {
@@ -168,28 +194,17 @@ void bias_gelu_backward(
     return;
   }
   NDT_ASSERT(db.numel() == C, "bias_gelu db ", shape_str(db.shape()));
-  // One pass: each thread owns a stripe of columns, writes dpre there and
-  // sums it over rows in row order (deterministic for any thread count).
-  float* dbp = db.data();
-  const int64_t W = detail::column_block_width(C, omp_get_max_threads());
-  const int64_t blocks = (C + W - 1) / W;
-  const bool threaded = N * C >= detail::kMinParallelWork;
-#pragma omp parallel for schedule(static) if (threaded)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * W;
-    const int64_t w = C - c0 < W ? C - c0 : W;
-    float acc[detail::kMaxColumnBlock] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t off = n * C + c0;
-      for (int64_t j = 0; j < w; ++j) {
-        float d = g[off + j] * gelu_grad(pp[off + j]);
-        dp[off + j] = d;
-        acc[j] += d;
-      }
+  // One pass: dpre of each row, summed into its chunk's partial of db.
+  sum_rows_by_chunks(db.data(), N, C, [&](int64_t n, float* acc) {
+    const float* prow = pp + n * C;
+    const float* grow = g + n * C;
+    float* drow = dp + n * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const float d = grow[c] * gelu_grad(prow[c]);
+      drow[c] = d;
+      acc[c] += d;
     }
-    for (int64_t j = 0; j < w; ++j)
-      dbp[c0 + j] += acc[j];
-  }
+  });
 }
 
 void relu_forward(Tensor& y, const Tensor& x) {

@@ -11,13 +11,6 @@
 namespace ndt {
 namespace {
 
-Tensor class_labels(int64_t n, int classes) {
-  Tensor t({n}, MemTag::kOther, DType::kI32);
-  for (int64_t i = 0; i < n; ++i)
-    t.data_i32()[i] = static_cast<int32_t>(i % classes);
-  return t;
-}
-
 // GEMM FLOPs of one forward + backward over `input`.
 int64_t step_gemm_flops(Model& m, const Tensor& input, const Tensor& targets) {
   m.init(1);
@@ -38,7 +31,7 @@ TEST(ModelFlops, MlpCountsNoInputGradientForTheFirstLayer) {
   auto m = build_mlp(o, b);
   const int64_t B = 5;
   const int64_t done = step_gemm_flops(
-      *m, test::randn({B, 3, 4, 4}, 1, "img"), class_labels(B, 7));
+      *m, test::randn({B, 3, 4, 4}, 1, "img"), test::int_tensor({B}, 7, 1, 0));
   EXPECT_EQ(static_cast<double>(done), m->flops_per_sample * B);
 }
 
@@ -58,7 +51,9 @@ TEST(ModelFlops, VitWithClassTokenAndWithMeanPool) {
     auto m = build_vit(o, b);
     const int64_t B = 3;
     const int64_t done = step_gemm_flops(
-        *m, test::randn({B, 3, 8, 8}, 2, "img"), class_labels(B, 4));
+        *m,
+        test::randn({B, 3, 8, 8}, 2, "img"),
+        test::int_tensor({B}, 4, 1, 0));
     EXPECT_EQ(static_cast<double>(done), m->flops_per_sample * B)
         << "pool " << static_cast<int>(pool);
   }
@@ -75,13 +70,10 @@ TEST(ModelFlops, GptCountsTheCausalScoresItsKernelComputes) {
   o.mlp_dim = 24;
   auto m = build_gpt(o, b);
   const int64_t B = 2;
-  Tensor ids({B, o.seq_len}, MemTag::kOther, DType::kI32);
-  Tensor next({B, o.seq_len}, MemTag::kOther, DType::kI32);
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    ids.data_i32()[i] = static_cast<int32_t>((i * 3 + 1) % o.vocab);
-    next.data_i32()[i] = static_cast<int32_t>((i * 5 + 2) % o.vocab);
-  }
-  const int64_t done = step_gemm_flops(*m, ids, next);
+  const int64_t done = step_gemm_flops(
+      *m,
+      test::int_tensor({B, o.seq_len}, o.vocab, 3, 1),
+      test::int_tensor({B, o.seq_len}, o.vocab, 5, 2));
   EXPECT_EQ(static_cast<double>(done), m->flops_per_sample * B);
 }
 

@@ -1,5 +1,5 @@
-// add, add_, scale_, zero_, sum_squares against plain loops; sum_squares does not
-// depend on the thread count.
+// add, add_, scale_, zero_, sum_squares against plain loops; sum_squares does
+// not depend on the thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,0 +1,237 @@
+// gemm_bench: how fast the GEMM library (ops::gemm, NDT_GEMM selects it)
+// runs the matrix products of one training step of each benchmark model
+// (bench/configs/{mlp,vit,gpt}.yaml), timed alone on this thread count,
+// against the FMA peak measured in the same run. The ratio is the MFU a
+// step would reach if everything else in it took no time: the ceiling the
+// GEMM library puts on `ndtrain bench`'s MFU.
+//
+// Shapes (row-major, as the layers call ops::gemm): every linear layer
+// [rows, in] -> [rows, out] runs its forward (NT: x w^T), its input
+// gradient (NN: dy w; not for the first layer) and its weight gradient (TN:
+// dy^T x, accumulated). The ViT's attention runs 6 per-head products of
+// [65, 64] blocks (scores, output, and 4 in backward) per image, head and
+// block, each on one thread of a parallel loop as in the model. The GPT's
+// causal attention runs in its own tiled kernel and is left out; its share
+// of the step's FLOPs is printed. Per model:
+//   gemm model=M threads=T gemm_gflop=F gemm_ms=X gemm_gflops=G
+//     fma_peak_gflops=P ceiling=G/P
+// Each shape is timed in 5 batches of at least 0.1 s; the fastest counts.
+// The FMA peak is measured before and after the sweep; the higher counts.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#include "tensor/rng.h"
+#include "train/peak.h"
+
+namespace {
+
+struct Shape {
+  bool trans_a, trans_b;
+  int M, N, K, lda, ldb;
+  float beta;
+  int count;      // calls per step
+  bool per_head;  // one call per thread inside a parallel loop
+};
+
+struct Model {
+  const char* name;
+  std::vector<Shape> shapes;
+  double other_gflop;  // step FLOPs not in `shapes` (GPT attention)
+};
+
+// Forward, input gradient (if dx) and weight gradient of a linear layer.
+void linear(
+    std::vector<Shape>& s, int rows, int in, int out, int count, bool dx) {
+  s.push_back({false, true, rows, out, in, in, in, 0.0f, count, false});
+  if (dx)
+    s.push_back({false, false, rows, in, out, out, in, 0.0f, count, false});
+  s.push_back({true, false, out, in, rows, out, in, 1.0f, count, false});
+}
+
+Model mlp() {  // batch 256, 784 -> 1024 -> 1024 -> 10
+  Model m{"mlp", {}, 0.0};
+  linear(m.shapes, 256, 784, 1024, 1, false);
+  linear(m.shapes, 256, 1024, 1024, 1, true);
+  linear(m.shapes, 256, 1024, 10, 1, true);
+  return m;
+}
+
+Model vit() {  // batch 64, 32x32x3, patch 4, dim 192, depth 6, 3 heads
+  Model m{"vit", {}, 0.0};
+  const int rows = 64 * 65, dim = 192, depth = 6, hs = 64, t = 65;
+  linear(m.shapes, 64 * 64, 48, dim, 1, false);  // patch embedding
+  linear(m.shapes, rows, dim, 3 * dim, depth, true);
+  linear(m.shapes, rows, dim, dim, depth, true);
+  linear(m.shapes, rows, dim, 4 * dim, depth, true);
+  linear(m.shapes, rows, 4 * dim, dim, depth, true);
+  linear(m.shapes, 64, dim, 10, 1, true);  // head on the class token
+  const int heads = 64 * 3 * depth, qkv = 3 * dim;
+  auto& s = m.shapes;
+  s.push_back({false, true, t, t, hs, qkv, qkv, 0.0f, heads, true});  // QK^T
+  s.push_back({false, false, t, hs, t, t, qkv, 0.0f, heads, true});   // PV
+  s.push_back({false, true, t, t, hs, dim, qkv, 0.0f, heads, true});  // dP
+  s.push_back({true, false, t, hs, t, t, dim, 0.0f, heads, true});    // dV
+  s.push_back({false, false, t, hs, t, t, qkv, 0.0f, heads, true});   // dQ
+  s.push_back({true, false, t, hs, t, t, qkv, 0.0f, heads, true});    // dK
+  return m;
+}
+
+Model gpt() {  // batch 8, context 256, dim 384, depth 6, vocab 256
+  Model m{"gpt", {}, 0.0};
+  const int rows = 8 * 256, dim = 384, depth = 6;
+  linear(m.shapes, rows, dim, 3 * dim, depth, true);
+  linear(m.shapes, rows, dim, dim, depth, true);
+  linear(m.shapes, rows, dim, 4 * dim, depth, true);
+  linear(m.shapes, rows, 4 * dim, dim, depth, true);
+  linear(m.shapes, rows, dim, 256, 1, true);
+  // Causal attention as computed (the score pairs its kernel works on; 2
+  // products forward and 4 backward, 2 hs FLOPs per pair and head each),
+  // the count in GPT::flops_per_sample.
+  m.other_gflop = 3.0 * depth * 4.0 *
+                  double(ndt::ops::attention_scores_computed(256, true)) * dim *
+                  8 / 1e9;
+  return m;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+// Fastest of 5 batches, seconds per call of `s` (per-head calls: the
+// batch's time over its calls, all threads working).
+double time_shape(const Shape& s) {
+  const int64_t a_n = int64_t(s.trans_a ? s.K : s.M) * s.lda;
+  const int64_t b_n = int64_t(s.trans_b ? s.N : s.K) * s.ldb;
+  const int64_t c_n = int64_t(s.M) * s.N;
+  const int threads = s.per_head ? omp_get_max_threads() : 1;
+  std::vector<float> a(a_n), b(b_n), c(c_n * threads);
+  ndt::rng_fill_uniform(a.data(), a_n, ndt::rng_key(1, "gemm.a"), 0, -1, 1);
+  ndt::rng_fill_uniform(b.data(), b_n, ndt::rng_key(1, "gemm.b"), 0, -1, 1);
+  ndt::rng_fill_uniform(
+      c.data(), c.size(), ndt::rng_key(1, "gemm.c"), 0, -1, 1);
+  auto calls = [&](int n) {
+    if (!s.per_head) {
+      for (int i = 0; i < n; ++i)
+        ndt::ops::gemm(
+            s.trans_a,
+            s.trans_b,
+            s.M,
+            s.N,
+            s.K,
+            1.0f,
+            a.data(),
+            s.lda,
+            b.data(),
+            s.ldb,
+            s.beta,
+            c.data(),
+            s.N);
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; ++i)
+      ndt::ops::gemm(
+          s.trans_a,
+          s.trans_b,
+          s.M,
+          s.N,
+          s.K,
+          1.0f,
+          a.data(),
+          s.lda,
+          b.data(),
+          s.ldb,
+          s.beta,
+          c.data() + c_n * omp_get_thread_num(),
+          s.N);
+  };
+  calls(s.per_head ? s.count : 1);  // warm up
+  int n = s.per_head ? s.count : 1;
+  for (;;) {  // batch of at least 0.1 s
+    auto t0 = std::chrono::steady_clock::now();
+    calls(n);
+    if (seconds_since(t0) >= 0.1)
+      break;
+    n *= 2;
+  }
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    calls(n);
+    best = std::min(best, seconds_since(t0) / n);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Model> models;
+  for (int i = 1; i < argc; ++i) {
+    const std::string m = argv[i];
+    if (m == "mlp")
+      models.push_back(mlp());
+    else if (m == "vit")
+      models.push_back(vit());
+    else if (m == "gpt")
+      models.push_back(gpt());
+    else {
+      std::fprintf(
+          stderr,
+          "gemm_bench: unknown model '%s' (mlp, vit, gpt)\n",
+          m.c_str());
+      return 2;
+    }
+  }
+  if (models.empty())
+    models = {mlp(), vit(), gpt()};
+  std::printf(
+      "gemm_bench: %s, threads=%d\n",
+      ndt::ops::blas_info().c_str(),
+      omp_get_max_threads());
+  for (const Model& m : models) {
+    double peak = ndt::measure_fma_peak_gflops();
+    double flop = 0, sec = 0;
+    for (const Shape& s : m.shapes) {
+      const double t = time_shape(s);
+      const double f = 2.0 * s.M * s.N * s.K;
+      std::printf(
+          "  %s %c%c M=%5d N=%5d K=%5d x%-4d %7.1f GFLOP/s\n",
+          m.name,
+          s.trans_a ? 'T' : 'N',
+          s.trans_b ? 'T' : 'N',
+          s.M,
+          s.N,
+          s.K,
+          s.count,
+          f / t / 1e9);
+      flop += f * s.count;
+      sec += t * s.count;
+    }
+    peak = std::max(peak, ndt::measure_fma_peak_gflops());
+    if (m.other_gflop > 0)
+      std::printf(
+          "  %s: %.2f GFLOP of the step (attention) not included\n",
+          m.name,
+          m.other_gflop);
+    std::printf(
+        "gemm model=%s threads=%d gemm_gflop=%.2f gemm_ms=%.1f "
+        "gemm_gflops=%.1f fma_peak_gflops=%.1f ceiling=%.3f\n",
+        m.name,
+        omp_get_max_threads(),
+        flop / 1e9,
+        sec * 1e3,
+        flop / sec / 1e9,
+        peak,
+        flop / sec / 1e9 / peak);
+  }
+  return 0;
+}

@@ -117,41 +117,31 @@ double time_shape(const Shape& s) {
   ndt::rng_fill_uniform(b.data(), b_n, ndt::rng_key(1, "gemm.b"), 0, -1, 1);
   ndt::rng_fill_uniform(
       c.data(), c.size(), ndt::rng_key(1, "gemm.c"), 0, -1, 1);
+  auto one = [&](float* out) {
+    ndt::ops::gemm(
+        s.trans_a,
+        s.trans_b,
+        s.M,
+        s.N,
+        s.K,
+        1.0f,
+        a.data(),
+        s.lda,
+        b.data(),
+        s.ldb,
+        s.beta,
+        out,
+        s.N);
+  };
   auto calls = [&](int n) {
     if (!s.per_head) {
       for (int i = 0; i < n; ++i)
-        ndt::ops::gemm(
-            s.trans_a,
-            s.trans_b,
-            s.M,
-            s.N,
-            s.K,
-            1.0f,
-            a.data(),
-            s.lda,
-            b.data(),
-            s.ldb,
-            s.beta,
-            c.data(),
-            s.N);
+        one(c.data());
       return;
     }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; ++i)
-      ndt::ops::gemm(
-          s.trans_a,
-          s.trans_b,
-          s.M,
-          s.N,
-          s.K,
-          1.0f,
-          a.data(),
-          s.lda,
-          b.data(),
-          s.ldb,
-          s.beta,
-          c.data() + c_n * omp_get_thread_num(),
-          s.N);
+      one(c.data() + c_n * omp_get_thread_num());
   };
   calls(s.per_head ? s.count : 1);  // warm up
   int n = s.per_head ? s.count : 1;

@@ -60,45 +60,11 @@ std::atomic<int64_t> g_flops{0};
 constexpr int kSplitMinCols = 256;
 constexpr int kSplitMaxRows = 1024;
 
-bool onednn_column_split(
-    char ta,
-    char tb,
-    int M,
-    int N,
-    int K,
-    float alpha,
-    const float* A,
-    int lda,
-    const float* B,
-    int ldb,
-    float beta,
-    float* C,
-    int ldc) {
+// Threads to split a oneDNN product over by columns (1: no split).
+int column_split_threads(int M, int N) {
   if (N < kSplitMinCols || M > kSplitMaxRows || omp_in_parallel())
-    return false;
-  const int threads = std::min(omp_get_max_threads(), N / 64);
-  if (threads < 2)
-    return false;
-  std::atomic<int> failed{dnnl_success};
-#pragma omp parallel num_threads(threads)
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int blocks = (N + 15) / 16;
-    const int j0 = std::min(N, blocks * t / nt * 16);
-    const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
-    if (j1 > j0) {
-      const float* b = tb == 'T' ? B + static_cast<int64_t>(j0) * ldb : B + j0;
-      const dnnl_status_t st = dnnl_sgemm(
-          ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
-      if (st != dnnl_success)
-        failed.store(st, std::memory_order_relaxed);
-    }
-  }
-  NDT_ASSERT(
-      failed.load() == dnnl_success,
-      "dnnl_sgemm failed with status ",
-      failed.load());
-  return true;
+    return 1;
+  return std::max(1, std::min(omp_get_max_threads(), N / 64));
 }
 
 }  // namespace
@@ -157,36 +123,33 @@ void gemm(
   NDT_ASSERT(
       ldb >= std::max(1, trans_b ? K : N), "gemm ldb ", ldb, " too small");
   if (gemm_backend() == GemmBackend::kOneDnn) {
-    if (onednn_column_split(
-            trans_a ? 'T' : 'N',
-            trans_b ? 'T' : 'N',
-            M,
-            N,
-            K,
-            alpha,
-            A,
-            lda,
-            B,
-            ldb,
-            beta,
-            C,
-            ldc))
-      return;
-    // Row-major, like the arguments here.
-    const dnnl_status_t st = dnnl_sgemm(
-        trans_a ? 'T' : 'N',
-        trans_b ? 'T' : 'N',
-        M,
-        N,
-        K,
-        alpha,
-        A,
-        lda,
-        B,
-        ldb,
-        beta,
-        C,
-        ldc);
+    const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+    // Columns [j0, j1) of C; row-major, like the arguments here.
+    auto columns = [&](int j0, int j1) {
+      const float* b = trans_b ? B + static_cast<int64_t>(j0) * ldb : B + j0;
+      return dnnl_sgemm(
+          ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+    };
+    const int threads = column_split_threads(M, N);
+    dnnl_status_t st = dnnl_success;
+    if (threads < 2) {
+      st = columns(0, N);
+    } else {
+      std::atomic<int> failed{dnnl_success};
+#pragma omp parallel num_threads(threads)
+      {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int blocks = (N + 15) / 16;
+        const int j0 = std::min(N, blocks * t / nt * 16);
+        const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
+        if (j1 > j0) {
+          const dnnl_status_t s = columns(j0, j1);
+          if (s != dnnl_success)
+            failed.store(s, std::memory_order_relaxed);
+        }
+      }
+      st = static_cast<dnnl_status_t>(failed.load());
+    }
     NDT_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", st);
     return;
   }

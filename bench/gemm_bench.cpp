@@ -15,8 +15,12 @@
 // of the step's FLOPs is printed. Per model:
 //   gemm model=M threads=T gemm_gflop=F gemm_ms=X gemm_gflops=G
 //     fma_peak_gflops=P ceiling=G/P
+// With oneDNN each shape line also shows dnnl_sgemm called directly
+// (oneDNN's own threading), the alternative to the matmul primitives
+// ops::gemm uses for some shapes (gemm.cpp, use_matmul).
 // Each shape is timed in 5 batches of at least 0.1 s; the fastest counts.
 // The FMA peak is measured before and after the sweep; the higher counts.
+#include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -106,8 +110,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Fastest of 5 batches, seconds per call of `s` (per-head calls: the
-// batch's time over its calls, all threads working).
-double time_shape(const Shape& s) {
+// batch's time over its calls, all threads working): through ops::gemm,
+// or (sgemm) dnnl_sgemm directly.
+double time_shape(const Shape& s, bool sgemm) {
   const int64_t a_n = int64_t(s.trans_a ? s.K : s.M) * s.lda;
   const int64_t b_n = int64_t(s.trans_b ? s.N : s.K) * s.ldb;
   const int64_t c_n = int64_t(s.M) * s.N;
@@ -118,6 +123,23 @@ double time_shape(const Shape& s) {
   ndt::rng_fill_uniform(
       c.data(), c.size(), ndt::rng_key(1, "gemm.c"), 0, -1, 1);
   auto one = [&](float* out) {
+    if (sgemm) {
+      dnnl_sgemm(
+          s.trans_a ? 'T' : 'N',
+          s.trans_b ? 'T' : 'N',
+          s.M,
+          s.N,
+          s.K,
+          1.0f,
+          a.data(),
+          s.lda,
+          b.data(),
+          s.ldb,
+          s.beta,
+          out,
+          s.N);
+      return;
+    }
     ndt::ops::gemm(
         s.trans_a,
         s.trans_b,
@@ -187,14 +209,16 @@ int main(int argc, char** argv) {
       "gemm_bench: %s, threads=%d\n",
       ndt::ops::blas_info().c_str(),
       omp_get_max_threads());
+  const bool onednn =
+      ndt::ops::gemm_backend() == ndt::ops::GemmBackend::kOneDnn;
   for (const Model& m : models) {
     double peak = ndt::measure_fma_peak_gflops();
     double flop = 0, sec = 0;
     for (const Shape& s : m.shapes) {
-      const double t = time_shape(s);
+      const double t = time_shape(s, false);
       const double f = 2.0 * s.M * s.N * s.K;
       std::printf(
-          "  %s %c%c M=%5d N=%5d K=%5d x%-4d %7.1f GFLOP/s\n",
+          "  %s %c%c M=%5d N=%5d K=%5d x%-4d %7.1f GFLOP/s",
           m.name,
           s.trans_a ? 'T' : 'N',
           s.trans_b ? 'T' : 'N',
@@ -203,6 +227,9 @@ int main(int argc, char** argv) {
           s.K,
           s.count,
           f / t / 1e9);
+      if (onednn)
+        std::printf("  (dnnl_sgemm %.1f)", f / time_shape(s, true) / 1e9);
+      std::printf("\n");
       flop += f * s.count;
       sec += t * s.count;
     }

@@ -45,11 +45,12 @@ std::vector<double> gemm_reference(
   return out;
 }
 
-void check_gemm(const GemmCase& s, bool ta, bool tb, float beta) {
+// pad: elements past each row of A, B and C (leading dimension - width).
+void check_gemm(const GemmCase& s, bool ta, bool tb, float beta, int pad = 3) {
   SCOPED_TRACE(
       testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K
-                         << " ta=" << ta << " tb=" << tb << " beta=" << beta);
-  const int pad = 3;
+                         << " ta=" << ta << " tb=" << tb << " beta=" << beta
+                         << " pad=" << pad);
   const int lda = (ta ? s.M : s.K) + pad, ldb = (tb ? s.K : s.N) + pad;
   const int ldc = s.N + pad;
   Tensor A = test::randn({ta ? s.K : s.M, lda}, 1, "A");
@@ -161,6 +162,76 @@ TEST(Gemm, ColumnSplitMatchesReferenceAtSeveralThreads) {
           s.N);
     }
     EXPECT_EQ(test::max_abs_diff(C1, C2), 0.0);
+  }
+  ops::set_num_threads(threads);
+  ops::set_gemm_backend(process);
+}
+
+// oneDNN runs products with a transposed B through cached matmul
+// primitives (gemm.cpp, onednn_matmul.cpp; dense rows, as the layers
+// call it, or padded ones, which fall back to dnnl_sgemm): each shape at 1
+// to 3 threads, several betas and a second call on other buffers (a cache
+// hit), and from inside a parallel region, where every thread runs its own
+// product on one thread.
+TEST(Gemm, TransposedBMatmulMatchesReference) {
+  const ops::GemmBackend process = ops::gemm_backend();
+  const int threads = ops::num_threads();
+  ops::set_gemm_backend(ops::GemmBackend::kOneDnn);
+  const GemmCase cases[] = {{70, 96, 50}, {1100, 80, 30}, {1100, 700, 8}};
+  for (int t : {1, 2, 3}) {
+    ops::set_num_threads(t);
+    SCOPED_TRACE(testing::Message() << "threads=" << t);
+    for (const GemmCase& s : cases) {
+      for (int pad : {0, 3}) {
+        for (float beta : {-0.5f, 0.0f, 1.0f, 0.0f})
+          check_gemm(s, false, true, beta, pad);
+      }
+    }
+  }
+  // Inside a parallel region: per-thread products, checked afterwards.
+  ops::set_num_threads(3);
+  const GemmCase s{65, 72, 64};
+  const int n = 6;
+  Tensor A = test::randn({n, s.M, s.K}, 7, "A");
+  Tensor B = test::randn({n, s.N, s.K}, 8, "B");
+  Tensor C({n, s.M, s.N}, MemTag::kOther);
+#pragma omp parallel for schedule(static, 1) num_threads(3)
+  for (int h = 0; h < n; ++h) {
+    ops::gemm(
+        false,
+        true,
+        s.M,
+        s.N,
+        s.K,
+        0.125f,
+        A.data() + int64_t{h} * s.M * s.K,
+        s.K,
+        B.data() + int64_t{h} * s.N * s.K,
+        s.K,
+        0.0f,
+        C.data() + int64_t{h} * s.M * s.N,
+        s.N);
+  }
+  for (int h = 0; h < n; ++h) {
+    SCOPED_TRACE(testing::Message() << "product " << h);
+    const std::vector<double> ref = gemm_reference(
+        false,
+        true,
+        s,
+        0.125f,
+        A.data() + int64_t{h} * s.M * s.K,
+        s.K,
+        B.data() + int64_t{h} * s.N * s.K,
+        s.K,
+        0.0f,
+        nullptr,
+        s.N);
+    double worst = 0;
+    for (int i = 0; i < s.M * s.N; ++i) {
+      const double got = C.data()[int64_t{h} * s.M * s.N + i];
+      worst = std::max(worst, std::fabs(got - ref[i]));
+    }
+    EXPECT_LE(worst, 1e-5);  // |C| ~ 0.125 sqrt(K) = 1: fp32 sums of 64
   }
   ops::set_num_threads(threads);
   ops::set_gemm_backend(process);

@@ -1,4 +1,6 @@
-// Row-major SGEMM on OpenBLAS or oneDNN (ops.h, GemmBackend).
+// Row-major SGEMM on OpenBLAS or oneDNN (ops.h, GemmBackend). With oneDNN
+// most products run through dnnl_sgemm, those with a transposed B through
+// a cached matmul primitive (onednn_matmul.h; use_matmul below).
 //
 // Shapes (row-major, leading dimension = elements between rows):
 //   A: op(A) [M, K]; stored [M, K] (lda >= K) or, transposed, [K, M]
@@ -19,6 +21,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
 
 namespace ndt::ops {
@@ -65,6 +68,18 @@ int column_split_threads(int M, int N) {
   if (N < kSplitMinCols || M > kSplitMaxRows || omp_in_parallel())
     return 1;
   return std::max(1, std::min(omp_get_max_threads(), N / 64));
+}
+
+// oneDNN's matmul primitive (onednn_matmul.h) instead of dnnl_sgemm: for
+// products with a transposed B (a layer's forward, x w^T), except the wide
+// ones with many rows and the narrow ones. At 1 thread, GFLOP/s dnnl_sgemm
+// -> matmul (bench/gemm.sh prints both): 256x1024x1024 192-194 -> 213-215,
+// 4160x576x192 204 -> 213, 2048x384x384 207-211 -> 216-219; but
+// 4160x768x192 218 -> 206-208, 2048x1152x384 217-219 -> 212-215,
+// 256x10x1024 100 -> 75. Products without a transposed B were mostly
+// slower as matmuls (576x192x4160 TN 211 -> 187).
+bool use_matmul(bool trans_a, bool trans_b, int M, int N) {
+  return trans_b && !trans_a && N >= 64 && (M <= 1024 || N <= 640);
 }
 
 }  // namespace
@@ -124,11 +139,28 @@ void gemm(
       ldb >= std::max(1, trans_b ? K : N), "gemm ldb ", ldb, " too small");
   if (gemm_backend() == GemmBackend::kOneDnn) {
     const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+    const bool matmul = use_matmul(trans_a, trans_b, M, N);
     // Columns [j0, j1) of C; row-major, like the arguments here.
     auto columns = [&](int j0, int j1) {
       const float* b = trans_b ? B + static_cast<int64_t>(j0) * ldb : B + j0;
+      const int n = j1 - j0;
+      if (matmul && onednn_matmul(
+                        trans_a,
+                        trans_b,
+                        M,
+                        n,
+                        K,
+                        alpha,
+                        A,
+                        lda,
+                        b,
+                        ldb,
+                        beta,
+                        C + j0,
+                        ldc))
+        return dnnl_success;
       return dnnl_sgemm(
-          ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+          ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
     };
     const int threads = column_split_threads(M, N);
     dnnl_status_t st = dnnl_success;

@@ -77,9 +77,13 @@ int column_split_threads(int M, int N) {
 // 4160x576x192 204 -> 213, 2048x384x384 207-211 -> 216-219; but
 // 4160x768x192 218 -> 206-208, 2048x1152x384 217-219 -> 212-215,
 // 256x10x1024 100 -> 75. Products without a transposed B were mostly
-// slower as matmuls (576x192x4160 TN 211 -> 187).
-bool use_matmul(bool trans_a, bool trans_b, int M, int N) {
-  return trans_b && !trans_a && N >= 64 && (M <= 1024 || N <= 640);
+// slower as matmuls (576x192x4160 TN 211 -> 187). oneDNN has brgemm
+// matmuls only for densely packed rows (lda = ldb = K here), so a head
+// inside the qkv buffer skips the cache lookup.
+bool use_matmul(
+    bool trans_a, bool trans_b, int M, int N, int K, int lda, int ldb) {
+  return trans_b && !trans_a && lda == K && ldb == K && N >= 64 &&
+         (M <= 1024 || N <= 640);
 }
 
 }  // namespace
@@ -139,7 +143,7 @@ void gemm(
       ldb >= std::max(1, trans_b ? K : N), "gemm ldb ", ldb, " too small");
   if (gemm_backend() == GemmBackend::kOneDnn) {
     const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-    const bool matmul = use_matmul(trans_a, trans_b, M, N);
+    const bool matmul = use_matmul(trans_a, trans_b, M, N, K, lda, ldb);
     // Columns [j0, j1) of C; row-major, like the arguments here.
     auto columns = [&](int j0, int j1) {
       const float* b = trans_b ? B + static_cast<int64_t>(j0) * ldb : B + j0;

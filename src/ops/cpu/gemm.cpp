@@ -71,19 +71,26 @@ int column_split_threads(int M, int N) {
 }
 
 // oneDNN's matmul primitive (onednn_matmul.h) instead of dnnl_sgemm: for
-// products with a transposed B (a layer's forward, x w^T), except the wide
-// ones with many rows and the narrow ones. At 1 thread, GFLOP/s dnnl_sgemm
-// -> matmul (bench/gemm.sh prints both): 256x1024x1024 192-194 -> 213-215,
-// 4160x576x192 204 -> 213, 2048x384x384 207-211 -> 216-219; but
-// 4160x768x192 218 -> 206-208, 2048x1152x384 217-219 -> 212-215,
-// 256x10x1024 100 -> 75. Products without a transposed B were mostly
-// slower as matmuls (576x192x4160 TN 211 -> 187). oneDNN has brgemm
-// matmuls only for densely packed rows (lda = ldb = K here), so a head
-// inside the qkv buffer skips the cache lookup.
+// products with a transposed B (a layer's forward, x w^T), except narrow
+// ones, and those with many rows when they are wide or run on several
+// threads. GFLOP/s dnnl_sgemm -> matmul (bench/gemm.sh prints both), 1
+// thread: 256x1024x1024 192-194 -> 213-215, 4160x576x192 204 -> 213,
+// 2048x384x384 207-211 -> 216-219; but 4160x768x192 218 -> 206-208,
+// 2048x1152x384 217-219 -> 212-215, 256x10x1024 100 -> 75. 2 threads,
+// oneDNN threading either: 4160x576x192 395 -> 342, 4160x192x192 396 ->
+// 342 (few-row products run as 1-thread column blocks, see above).
+// Products without a transposed B were mostly slower as matmuls (TN
+// 576x192x4160 211 -> 187). oneDNN has brgemm matmuls only for densely
+// packed rows (lda = ldb = K here), so a head inside the qkv buffer skips
+// the cache lookup.
 bool use_matmul(
     bool trans_a, bool trans_b, int M, int N, int K, int lda, int ldb) {
-  return trans_b && !trans_a && lda == K && ldb == K && N >= 64 &&
-         (M <= 1024 || N <= 640);
+  if (!trans_b || trans_a || lda != K || ldb != K || N < 64)
+    return false;
+  if (M <= kSplitMaxRows)
+    return true;
+  const bool one_thread = omp_in_parallel() || omp_get_max_threads() == 1;
+  return one_thread && N <= 640;
 }
 
 }  // namespace

@@ -17,7 +17,8 @@
 //     fma_peak_gflops=P ceiling=G/P
 // With oneDNN each shape line also shows dnnl_sgemm called directly
 // (oneDNN's own threading), the alternative to the matmul primitives
-// ops::gemm uses for some shapes (gemm.cpp, use_matmul).
+// ops::gemm uses for some shapes (gemm.cpp, use_matmul), and a line per
+// model gives the products' time and ceiling with dnnl_sgemm alone.
 // Each shape is timed in 5 batches of at least 0.1 s; the fastest counts.
 // The FMA peak is measured before and after the sweep; the higher counts.
 #include <dnnl.h>
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
       ndt::ops::gemm_backend() == ndt::ops::GemmBackend::kOneDnn;
   for (const Model& m : models) {
     double peak = ndt::measure_fma_peak_gflops();
-    double flop = 0, sec = 0;
+    double flop = 0, sec = 0, sec_sgemm = 0;
     for (const Shape& s : m.shapes) {
       const double t = time_shape(s, false);
       const double f = 2.0 * s.M * s.N * s.K;
@@ -227,13 +228,23 @@ int main(int argc, char** argv) {
           s.K,
           s.count,
           f / t / 1e9);
-      if (onednn)
-        std::printf("  (dnnl_sgemm %.1f)", f / time_shape(s, true) / 1e9);
+      if (onednn) {
+        const double t_sgemm = time_shape(s, true);
+        std::printf("  (dnnl_sgemm %.1f)", f / t_sgemm / 1e9);
+        sec_sgemm += t_sgemm * s.count;
+      }
       std::printf("\n");
       flop += f * s.count;
       sec += t * s.count;
     }
     peak = std::max(peak, ndt::measure_fma_peak_gflops());
+    if (onednn)
+      std::printf(
+          "  %s: dnnl_sgemm alone %.1f ms, %.1f GFLOP/s, ceiling %.3f\n",
+          m.name,
+          sec_sgemm * 1e3,
+          flop / sec_sgemm / 1e9,
+          flop / sec_sgemm / 1e9 / peak);
     if (m.other_gflop > 0)
       std::printf(
           "  %s: %.2f GFLOP of the step (attention) not included\n",

@@ -167,12 +167,12 @@ TEST(Gemm, ColumnSplitMatchesReferenceAtSeveralThreads) {
   ops::set_gemm_backend(process);
 }
 
-// oneDNN runs products with a transposed B through cached matmul
+// oneDNN runs 1-thread products with a transposed B through cached matmul
 // primitives (gemm.cpp, onednn_matmul.cpp; dense rows, as the layers
 // call it, or padded ones, which fall back to dnnl_sgemm): each shape at 1
-// to 3 threads, several betas and a second call on other buffers (a cache
-// hit), and from inside a parallel region, where every thread runs its own
-// product on one thread.
+// thread and, on dnnl_sgemm, at 2 and 3, several betas and a second call
+// on other buffers (a cache hit), and from inside a parallel region, where
+// every thread runs its own product on one thread.
 TEST(Gemm, TransposedBMatmulMatchesReference) {
   const ops::GemmBackend process = ops::gemm_backend();
   const int threads = ops::num_threads();

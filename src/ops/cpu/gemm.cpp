@@ -70,27 +70,28 @@ int column_split_threads(int M, int N) {
   return std::max(1, std::min(omp_get_max_threads(), N / 64));
 }
 
-// oneDNN's matmul primitive (onednn_matmul.h) instead of dnnl_sgemm: for
-// products with a transposed B (a layer's forward, x w^T), except narrow
-// ones, and those with many rows when they are wide or run on several
-// threads. GFLOP/s dnnl_sgemm -> matmul (bench/gemm.sh prints both), 1
-// thread: 256x1024x1024 192-194 -> 213-215, 4160x576x192 204 -> 213,
-// 2048x384x384 207-211 -> 216-219; but 4160x768x192 218 -> 206-208,
-// 2048x1152x384 217-219 -> 212-215, 256x10x1024 100 -> 75. 2 threads,
-// oneDNN threading either: 4160x576x192 395 -> 342, 4160x192x192 396 ->
-// 342 (few-row products run as 1-thread column blocks, see above).
-// Products without a transposed B were mostly slower as matmuls (TN
-// 576x192x4160 211 -> 187). oneDNN has brgemm matmuls only for densely
-// packed rows (lda = ldb = K here), so a head inside the qkv buffer skips
-// the cache lookup.
+// oneDNN's matmul primitive (onednn_matmul.h) instead of dnnl_sgemm, on
+// one thread (a 1-thread process, or inside a parallel region): for
+// products with a transposed B (a layer's forward, x w^T) except narrow
+// ones and those with many rows and many columns. GFLOP/s dnnl_sgemm ->
+// matmul (bench/gemm.sh prints both), 1 thread: 256x1024x1024 192-194 ->
+// 213-215, 4160x576x192 204 -> 213, 2048x384x384 207-211 -> 216-219; but
+// 4160x768x192 218 -> 206-208, 2048x1152x384 217-219 -> 212-215,
+// 256x10x1024 100 -> 75. Products without a transposed B were mostly
+// slower as matmuls (TN 576x192x4160 211 -> 187). On 2 threads oneDNN's
+// threading of the primitive was slower (4160x576x192 395 -> 342), and
+// the column split's blocks write C with rows longer than the block, for
+// which oneDNN has no brgemm matmul; nor for A or B rows that are not
+// densely packed (lda = ldb = K here), such as a head inside the qkv
+// buffer.
 bool use_matmul(
     bool trans_a, bool trans_b, int M, int N, int K, int lda, int ldb) {
+  constexpr int kMaxRowsWide = 1024, kMaxColsTall = 640;
   if (!trans_b || trans_a || lda != K || ldb != K || N < 64)
     return false;
-  if (M <= kSplitMaxRows)
-    return true;
-  const bool one_thread = omp_in_parallel() || omp_get_max_threads() == 1;
-  return one_thread && N <= 640;
+  if (!omp_in_parallel() && omp_get_max_threads() > 1)
+    return false;
+  return M <= kMaxRowsWide || N <= kMaxColsTall;
 }
 
 }  // namespace
@@ -149,29 +150,16 @@ void gemm(
   NDT_ASSERT(
       ldb >= std::max(1, trans_b ? K : N), "gemm ldb ", ldb, " too small");
   if (gemm_backend() == GemmBackend::kOneDnn) {
+    if (use_matmul(trans_a, trans_b, M, N, K, lda, ldb) &&
+        onednn_matmul(
+            trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+      return;
     const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-    const bool matmul = use_matmul(trans_a, trans_b, M, N, K, lda, ldb);
     // Columns [j0, j1) of C; row-major, like the arguments here.
     auto columns = [&](int j0, int j1) {
       const float* b = trans_b ? B + static_cast<int64_t>(j0) * ldb : B + j0;
-      const int n = j1 - j0;
-      if (matmul && onednn_matmul(
-                        trans_a,
-                        trans_b,
-                        M,
-                        n,
-                        K,
-                        alpha,
-                        A,
-                        lda,
-                        b,
-                        ldb,
-                        beta,
-                        C + j0,
-                        ldc))
-        return dnnl_success;
       return dnnl_sgemm(
-          ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+          ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
     };
     const int threads = column_split_threads(M, N);
     dnnl_status_t st = dnnl_success;

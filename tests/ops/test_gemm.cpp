@@ -195,6 +195,10 @@ TEST(Gemm, TransposedBMatmulMatchesReference) {
   Tensor A = test::randn({n, s.M, s.K}, 7, "A");
   Tensor B = test::randn({n, s.N, s.K}, 8, "B");
   Tensor C({n, s.M, s.N}, MemTag::kOther);
+  // Product h's operands and output.
+  auto a = [&](int h) { return A.data() + int64_t{h} * s.M * s.K; };
+  auto b = [&](int h) { return B.data() + int64_t{h} * s.N * s.K; };
+  auto c = [&](int h) { return C.data() + int64_t{h} * s.M * s.N; };
 #pragma omp parallel for schedule(static, 1) num_threads(3)
   for (int h = 0; h < n; ++h) {
     ops::gemm(
@@ -204,31 +208,21 @@ TEST(Gemm, TransposedBMatmulMatchesReference) {
         s.N,
         s.K,
         0.125f,
-        A.data() + int64_t{h} * s.M * s.K,
+        a(h),
         s.K,
-        B.data() + int64_t{h} * s.N * s.K,
+        b(h),
         s.K,
         0.0f,
-        C.data() + int64_t{h} * s.M * s.N,
+        c(h),
         s.N);
   }
   for (int h = 0; h < n; ++h) {
     SCOPED_TRACE(testing::Message() << "product " << h);
     const std::vector<double> ref = gemm_reference(
-        false,
-        true,
-        s,
-        0.125f,
-        A.data() + int64_t{h} * s.M * s.K,
-        s.K,
-        B.data() + int64_t{h} * s.N * s.K,
-        s.K,
-        0.0f,
-        nullptr,
-        s.N);
+        false, true, s, 0.125f, a(h), s.K, b(h), s.K, 0.0f, nullptr, s.N);
     double worst = 0;
     for (int i = 0; i < s.M * s.N; ++i) {
-      const double got = C.data()[int64_t{h} * s.M * s.N + i];
+      const double got = c(h)[i];
       worst = std::max(worst, std::fabs(got - ref[i]));
     }
     EXPECT_LE(worst, 1e-5);  // |C| ~ 0.125 sqrt(K) = 1: fp32 sums of 64

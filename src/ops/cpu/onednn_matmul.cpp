@@ -3,13 +3,12 @@
 // oneDNN's matmul primitive runs its brgemm kernels, which measured faster
 // than dnnl_sgemm on the products whose B is transposed (bench/gemm.sh,
 // README "GEMM libraries"). A primitive is compiled for one shape, leading
-// dimensions, alpha, beta and thread count, so each thread keeps a map from
-// those to its primitive and memory objects; oneDNN's own primitive cache
-// makes a second thread's creation of the same shape cheap.
-//
-// Threads: inside an OpenMP parallel region oneDNN runs a primitive on the
-// calling thread alone, so a primitive for such a call is compiled for one
-// thread (its blocking then suits the one thread it runs on).
+// dimensions, alpha and beta, so each thread keeps a map from those to its
+// primitive and memory objects; oneDNN's own primitive cache makes a
+// second thread's creation of the same shape cheap. Every primitive is
+// compiled for one thread (ops::gemm calls this only for products that
+// run on one thread; inside a parallel region oneDNN would run it on the
+// calling thread alone anyway).
 #include "ops/cpu/onednn_matmul.h"
 
 #include <omp.h>
@@ -30,7 +29,6 @@ struct Key {
   bool ta, tb;
   int M, N, K, lda, ldb, ldc;
   uint32_t alpha, beta;  // bit patterns
-  int threads;
   bool operator==(const Key&) const = default;
 };
 
@@ -39,7 +37,7 @@ struct KeyHash {
     uint64_t h = 1469598103934665603ull;
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     mix(uint64_t{k.ta} | uint64_t{k.tb} << 1);
-    for (int v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc, k.threads})
+    for (int v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc})
       mix(static_cast<uint32_t>(v));
     mix(k.alpha);
     mix(k.beta);
@@ -58,9 +56,8 @@ const dnnl::engine& cpu_engine() {
   return e;
 }
 
-// The primitive for key, or an empty entry. Compiled with the thread count
-// it will run on (key.threads), set as this thread's OpenMP default while
-// oneDNN reads it.
+// The primitive for key, or an empty entry. Compiled for one thread: that
+// is this thread's OpenMP default while oneDNN reads it.
 Entry make_entry(const Key& k) {
   using dnnl::memory;
   const memory::dims a_dims{k.M, k.K}, b_dims{k.K, k.N}, c_dims{k.M, k.N};
@@ -84,7 +81,7 @@ Entry make_entry(const Key& k) {
   }
   Entry e;
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(k.threads);
+  omp_set_num_threads(1);
   try {
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(a_md, b_md, c_md), attr, cpu_engine());
@@ -129,8 +126,7 @@ bool onednn_matmul(
       ldb,
       ldc,
       std::bit_cast<uint32_t>(alpha),
-      std::bit_cast<uint32_t>(beta),
-      omp_in_parallel() ? 1 : omp_get_max_threads()};
+      std::bit_cast<uint32_t>(beta)};
   auto it = cache.find(key);
   if (it == cache.end()) {
     // A model has a handful of shapes; a sweep over many (a test) must not

@@ -5,10 +5,10 @@
 namespace ndt::ops {
 
 // C = alpha op(A) op(B) + beta C with gemm()'s row-major arguments (ops.h),
-// computed by a cached oneDNN matmul primitive. Returns false, having
-// written nothing, when oneDNN offers no optimized (brgemm) matmul for the
-// call (rows of A or B not densely packed, e.g. a head inside the qkv
-// buffer); the caller then uses dnnl_sgemm.
+// computed on the calling thread by a cached oneDNN matmul primitive.
+// Returns false, having written nothing, when oneDNN offers no optimized
+// (brgemm) matmul for the call (rows of A, B or C not densely packed, e.g.
+// a head inside the qkv buffer); the caller then uses dnnl_sgemm.
 bool onednn_matmul(
     bool trans_a,
     bool trans_b,

@@ -20,12 +20,19 @@ class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<Parameter*> params, const AdamWOptions& options);
   void step(float lr) override;
+  // The sums of squares come from the update's own pass over the grads.
+  void step_with_grad_squares(
+      float lr, std::vector<double>& grad_squares) override;
   NamedState state() override;
 
  private:
+  // Fills grad_squares[i] for every parameter i.
+  void update(float lr, double* grad_squares);
+
   AdamWOptions options_;
   std::vector<Tensor> m_;
   std::vector<Tensor> v_;
+  std::vector<double> squares_;  // step()'s, unused
 };
 
 }  // namespace ndt

@@ -15,26 +15,39 @@ std::vector<double> grad_squares_local(const std::vector<Parameter*>& params) {
   return out;
 }
 
-namespace {
-
-double grad_squares_total(const std::vector<Parameter*>& params) {
-  for (Parameter* p : params) {
-    // Serial and pipeline layouts only: a sharded block would need a
-    // reduction over its shard groups (tensor-parallel layouts add it).
-    NDT_ASSERT(
-        p->layout.is_full(),
-        "grad_norm of a sharded parameter needs a process group");
+double grad_norm_from_squares(
+    const std::vector<Parameter*>& params,
+    std::vector<double> squares,
+    const AxisSumFn& axis_sum,
+    const std::function<void(double&)>& sum_holders) {
+  NDT_ASSERT(
+      squares.size() == params.size(),
+      "grad_norm_from_squares: ",
+      squares.size(),
+      " sums for ",
+      params.size(),
+      " parameters");
+  if (axis_sum) {
+    PerTensorReducer(params, axis_sum).reduce(squares.data(), 1);
+  } else {
+    for (Parameter* p : params) {
+      // Serial and pipeline layouts only: a sharded block needs its sum
+      // over the groups that shard it.
+      NDT_ASSERT(
+          p->layout.is_full(),
+          "grad_norm of a sharded parameter needs a process group");
+    }
   }
-  double total = 0;
-  for (double s : grad_squares_local(params))
-    total += s;
-  return total;
+  double sq = 0;
+  for (double s : squares)
+    sq += s;
+  if (sum_holders)
+    sum_holders(sq);
+  return std::sqrt(sq);
 }
 
-}  // namespace
-
 double grad_norm(const std::vector<Parameter*>& params) {
-  return std::sqrt(grad_squares_total(params));
+  return grad_norm_from_squares(params, grad_squares_local(params));
 }
 
 double clip_grad_norm(
@@ -42,19 +55,8 @@ double clip_grad_norm(
     double max_norm,
     const AxisSumFn& axis_sum,
     const std::function<void(double&)>& sum_holders) {
-  double sq = 0;
-  if (axis_sum) {
-    std::vector<const Tensor*> grads;
-    for (Parameter* p : params)
-      grads.push_back(&p->grad);
-    for (double v : layer_norms_squared(params, grads, axis_sum))
-      sq += v;
-  } else {
-    sq = grad_squares_total(params);
-  }
-  if (sum_holders)
-    sum_holders(sq);
-  const double norm = std::sqrt(sq);
+  const double norm = grad_norm_from_squares(
+      params, grad_squares_local(params), axis_sum, sum_holders);
   if (max_norm > 0 && norm > max_norm) {
     float s = static_cast<float>(max_norm / (norm + 1e-6));
     for (Parameter* p : params)

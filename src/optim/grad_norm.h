@@ -18,6 +18,15 @@ namespace ndt {
 // Sum of squares of the local grad blocks, per parameter, in double.
 std::vector<double> grad_squares_local(const std::vector<Parameter*>& params);
 double grad_norm(const std::vector<Parameter*>& params);
+// The global norm from per-parameter local sums of squares (params' order,
+// e.g. from Optimizer::step_with_grad_squares): each summed over the mesh
+// axes its Layout shards it on (axis_sum; layouts with no sharded
+// parameter need none), the total then over sum_holders as below.
+double grad_norm_from_squares(
+    const std::vector<Parameter*>& params,
+    std::vector<double> squares,
+    const AxisSumFn& axis_sum = nullptr,
+    const std::function<void(double&)>& sum_holders = nullptr);
 // Scales grads by max_norm / norm when norm > max_norm. Returns the norm
 // before clipping. Each parameter's squared norm is that of its logical
 // tensor: summed with axis_sum over the mesh axes its Layout shards it on

@@ -3,8 +3,15 @@
 #include <map>
 
 #include "base/check.h"
+#include "optim/grad_norm.h"
 
 namespace ndt {
+
+void Optimizer::step_with_grad_squares(
+    float lr, std::vector<double>& grad_squares) {
+  grad_squares = grad_squares_local(params_);
+  step(lr);
+}
 
 void Optimizer::load_state(const NamedState& state, int64_t step) {
   NamedState mine = this->state();

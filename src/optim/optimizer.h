@@ -25,6 +25,12 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // One update with learning rate `lr`; increments step().
   virtual void step(float lr) = 0;
+  // step(lr), and in grad_squares each parameter's local sum of squares of
+  // its grad as the update read it (params' order), for a reported norm
+  // when nothing clips. This default sums in a pass of its own first;
+  // optimizers that read every grad once override it to sum in that pass.
+  virtual void step_with_grad_squares(
+      float lr, std::vector<double>& grad_squares);
   // State tensors by name; load_state() requires the same names and shapes.
   virtual NamedState state() = 0;
   void load_state(const NamedState& state, int64_t step);

@@ -248,7 +248,8 @@ void Engine::axis_sum(
 
 // Clipping (global norm of the logical gradients: shards summed over the
 // axes that shard them, each pipeline rank's parameters once) and the
-// optimizer step; sets result_'s lr and grad_norm.
+// optimizer step; sets result_'s lr and grad_norm (without clipping, the
+// norm of the grads the step read).
 void Engine::optimizer_step() {
   const double t0 = tracer_.now();
   if (on_grads_ready)
@@ -257,13 +258,19 @@ void Engine::optimizer_step() {
   if (config_.parallel.pp > 1) {
     sum_stages = [this](double& sq) { mesh_.group("pp").all_reduce(&sq, 1); };
   }
-  result_.grad_norm = clip_grad_norm(
-      replicas_[0]->parameters(),
-      config_.optim.clip_grad_norm,
-      sum_axes_,
-      sum_stages);
   result_.lr = lr_at(schedule_, step_);
-  opt_->step(result_.lr);
+  const auto& params = replicas_[0]->parameters();
+  if (config_.optim.clip_grad_norm > 0) {
+    result_.grad_norm = clip_grad_norm(
+        params, config_.optim.clip_grad_norm, sum_axes_, sum_stages);
+    opt_->step(result_.lr);
+  } else {
+    // Nothing clips: the norm is only reported, so its sums of squares
+    // come from the update's own pass over the grads where it has one.
+    opt_->step_with_grad_squares(result_.lr, grad_squares_);
+    result_.grad_norm =
+        grad_norm_from_squares(params, grad_squares_, sum_axes_, sum_stages);
+  }
   if (threads_)  // otherwise the executor records its kOptimizerStep
     tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
 }

@@ -152,6 +152,7 @@ class Engine {
   std::unique_ptr<Builder> builder_;
   std::vector<std::unique_ptr<Model>> replicas_;  // 1, or dp in threads mode
   std::unique_ptr<Optimizer> opt_;
+  std::vector<double> grad_squares_;  // optimizer_step's, reused
   std::unique_ptr<DistributedDataParallel> ddp_;
   LrScheduleOptions schedule_;
   AxisSumFn sum_axes_;                   // null when no parameter is sharded

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "base/error.h"
+#include "ops/ops.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm.h"
 #include "optim/lr_scaling.h"
@@ -139,6 +141,67 @@ TEST(Optimizers, StateRoundTripIsExact) {
   EXPECT_EQ(test::max_abs_diff(a.b.value, b.b.value), 0.0);
   EXPECT_EQ(oa.state().size(), 4u);
   EXPECT_EQ(oa.state()[0].first, "a.exp_avg");
+}
+
+// step_with_grad_squares is step plus each grad's sum of squares (AdamW
+// sums in its update's pass, SGD through the default, a pass of its own
+// first): values and state stay bitwise equal to step's, and the sums
+// equal the grads' squares summed in double (relative 1e-12: only the
+// order differs). Sizes cover one chunk, several chunks with a ragged
+// tail, and 1-2 threads.
+TEST(Optimizers, StepWithGradSquaresEqualsStep) {
+  const int before = ops::num_threads();
+  for (int threads : {1, 2}) {
+    ops::set_num_threads(threads);
+    for (int64_t n : {int64_t{37}, int64_t{300007}}) {
+      auto make = [n](const char* name, int which) {
+        auto p =
+            std::make_unique<Parameter>(name, Shape{n}, which == 0, InitSpec{});
+        for (int64_t i = 0; i < n; ++i)
+          p->value.data()[i] = static_cast<float>(p0(which, int(i % 997)));
+        return p;
+      };
+      auto a1 = make("a", 0), b1 = make("b", 1);
+      auto a2 = make("a", 0), b2 = make("b", 1);
+      std::vector<Parameter*> l1{a1.get(), b1.get()}, l2{a2.get(), b2.get()};
+      AdamW o1(l1, {}), o2(l2, {});
+      Sgd s1(l1, {0.9f, false, 0.05f}), s2(l2, {0.9f, false, 0.05f});
+      for (int t = 0; t < 3; ++t) {
+        for (int k = 0; k < 2; ++k) {
+          for (int64_t i = 0; i < n; ++i) {
+            const float g = float(grad_at(k, t, int(i % 1009))) *
+                            (1.0f + float(i % 7) * 0.25f);
+            l1[k]->grad.data()[i] = g;
+            l2[k]->grad.data()[i] = g;
+          }
+        }
+        std::vector<double> want;
+        for (Parameter* p : l1) {
+          double s = 0;
+          for (int64_t i = 0; i < n; ++i)
+            s += double(p->grad.data()[i]) * p->grad.data()[i];
+          want.push_back(s);
+        }
+        std::vector<double> got;
+        Optimizer& fused = t % 2 == 0 ? static_cast<Optimizer&>(o2) : s2;
+        (t % 2 == 0 ? static_cast<Optimizer&>(o1) : s1).step(0.01f);
+        fused.step_with_grad_squares(0.01f, got);
+        ASSERT_EQ(got.size(), 2u);
+        for (int k = 0; k < 2; ++k) {
+          EXPECT_NEAR(got[k], want[k], 1e-12 * want[k])
+              << "threads " << threads << " n " << n << " t " << t;
+          EXPECT_EQ(test::max_abs_diff(l1[k]->value, l2[k]->value), 0.0)
+              << "threads " << threads << " n " << n << " t " << t;
+        }
+      }
+      for (size_t q = 0; q < o1.state().size(); ++q) {
+        EXPECT_EQ(
+            test::max_abs_diff(o1.state()[q].second, o2.state()[q].second),
+            0.0);
+      }
+    }
+  }
+  ops::set_num_threads(before);
 }
 
 TEST(Optimizers, LoadStateRejectsWrongShapes) {

@@ -208,17 +208,23 @@ std::vector<Tensor> grads_of(Model& m) {
   return out;
 }
 
-// The floor run: the serial layout summing in another order. One sample
-// per micro-batch changes the summation of every parameter gradient over
-// the batch. Its steps also run every GEMM on the other GEMM library
-// (FloorGemm), which orders each dot product's K terms differently: a
-// layout that splits K (row-parallel 1D, 2D, 2.5D, 3D) changes the
-// forward and input-gradient sums, which one sample per micro-batch alone
-// leaves bitwise equal where a library's rows do not depend on M (oneDNN
-// with AVX-512 kernels), so the floor would miss that noise.
+// The floor run: the serial layout summing in another order. Two samples
+// per micro-batch change the summation of every parameter gradient over
+// the batch: a GEMM's weight gradient sums its rows in blocks of two
+// samples, and a row-sum gradient (biases, positions, LayerNorm) adds
+// pairs where the serial run adds one sample at a time (one sample per
+// micro-batch would repeat the serial run's order there). An odd batch,
+// or one of 2, keeps one sample per micro-batch. Its steps also run every
+// GEMM on the other GEMM library (FloorGemm), which orders each dot
+// product's K terms differently: a layout that splits K (row-parallel 1D,
+// 2D, 2.5D, 3D) changes the forward and input-gradient sums, which the
+// micro-batches alone leave bitwise equal where a library's rows do not
+// depend on M (oneDNN with AVX-512 kernels), so the floor would miss that
+// noise.
 Config floor_config(const Config& serial) {
   Config c = serial;
-  c.parallel.microbatches = static_cast<int>(c.train.batch_size);
+  const int64_t B = c.train.batch_size;
+  c.parallel.microbatches = static_cast<int>(B % 2 == 0 && B >= 4 ? B / 2 : B);
   return c;
 }
 

@@ -404,6 +404,7 @@ int fail(const char* raw) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ndt::ops::flush_denormals();
   try {
     int code = ndt::run(argc, argv);
     ndt::g_job.reset();  // MPI_Finalize after a clean run

@@ -25,6 +25,11 @@ void set_num_threads(int n);
 int num_threads();
 // e.g. "gemm=openblas (oneDNN 2.6.3), OpenBLAS 0.3.21 (openmp) core=Zen".
 std::string blas_info();
+// Subnormal floats read and written as zero (FTZ + DAZ) on the calling
+// thread and the OpenMP pool's threads; threads created afterwards inherit
+// it. The command line sets it once at start (denormals.cpp says why).
+void flush_denormals();
+bool denormals_flushed();  // on the calling thread
 
 // ---- GEMM ------------------------------------------------------------------
 

@@ -13,9 +13,13 @@
 #include "ops/ops.h"
 
 namespace ndt::ops {
+namespace {
+
+constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
+
+}  // namespace
 
 void flush_denormals() {
-  constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
   _mm_setcsr(_mm_getcsr() | kFtzDaz);
   // Threads the OpenMP pool already has; later ones copy the creating
   // thread's MXCSR.
@@ -24,7 +28,7 @@ void flush_denormals() {
 }
 
 bool denormals_flushed() {
-  return (_mm_getcsr() & 0x8040) == 0x8040;
+  return (_mm_getcsr() & kFtzDaz) == kFtzDaz;
 }
 
 }  // namespace ndt::ops

@@ -68,7 +68,8 @@ std::array<uint32_t, 4> philox4x32(
 }
 
 float rng_uniform(uint64_t key, uint64_t index) {
-  return to_unit(philox4x32(key, index)[0]);
+  const uint64_t block = (index >> 7 << 5) | (index & 31);
+  return to_unit(philox4x32(key, block)[(index >> 5) & 3]);
 }
 
 uint64_t rng_u64(uint64_t key, uint64_t index) {

@@ -22,7 +22,10 @@ uint64_t rng_subkey(uint64_t key, uint64_t index);
 std::array<uint32_t, 4> philox4x32(
     uint64_t key, uint64_t index, uint64_t stream = 0);
 
-// Uniform in [0, 1) for element `index`.
+// Uniform in [0, 1) for element `index`. All four words of a Philox block
+// are used: in each aligned run of 128 indices, index 32 w + j takes word w
+// of block j (blocks index / 128 * 32 + j), so 128 consecutive values cost
+// 32 blocks and a vector of 32 blocks yields them as four contiguous runs.
 float rng_uniform(uint64_t key, uint64_t index);
 // Standard normal for element `index` (Box-Muller on one Philox block).
 float rng_normal(uint64_t key, uint64_t index);

@@ -14,21 +14,44 @@ namespace ndt {
 namespace {
 
 TEST(Dropout, MaskIsCounterRngAndKeepRateIsOneMinusP) {
-  const int64_t n = 100003;  // not a multiple of the 16-wide groups
+  const int64_t n = 100003;  // not a multiple of the 128-value groups
   const float p = 0.1f;
   const uint64_t key = rng_key(7, "dropout/layer0");
-  Tensor x = test::randn({n}, 1, "x");
-  Tensor y({n});
-  ops::dropout_forward(y, x, p, key);
   const float scale = 1.0f / (1.0f - p);
-  int64_t kept = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const bool keep = rng_uniform(key, static_cast<uint64_t>(i)) >= p;
-    kept += keep;
-    ASSERT_EQ(y.data()[i], keep ? x.data()[i] * scale : 0.0f) << i;
+  Tensor x = test::randn({n}, 1, "x");
+  // Offsets inside a group, and across a 2^32 boundary of the counter.
+  for (uint64_t offset :
+       {uint64_t(0), uint64_t(77), (uint64_t(1) << 32) - 5000}) {
+    Tensor y({n});
+    ops::dropout_forward(y, x, p, key, offset);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep =
+          rng_uniform(key, offset + static_cast<uint64_t>(i)) >= p;
+      kept += keep;
+      ASSERT_EQ(y.data()[i], keep ? x.data()[i] * scale : 0.0f)
+          << "offset " << offset << " element " << i;
+    }
+    // Binomial: sd sqrt(p (1 - p) / n) ~ 9.5e-4; allow 5 sd.
+    EXPECT_NEAR(double(kept) / n, 1.0 - p, 5e-3);
   }
-  // Binomial: sd sqrt(p (1 - p) / n) ~ 9.5e-4; allow 5 sd.
-  EXPECT_NEAR(double(kept) / n, 1.0 - p, 5e-3);
+}
+
+// rng_uniform's layout: in each aligned run of 128 indices, index 32 w + j
+// is word w of Philox block (index / 128) * 32 + j, as 24 bits in [0, 1).
+TEST(Dropout, UniformUsesEveryWordOfAPhiloxBlock) {
+  const uint64_t key = rng_key(9, "drop");
+  for (uint64_t q : {uint64_t(0), uint64_t(3), uint64_t(1) << 30}) {
+    for (uint64_t w = 0; w < 4; ++w) {
+      for (uint64_t j = 0; j < 32; ++j) {
+        const auto block = philox4x32(key, q * 32 + j);
+        const float want =
+            static_cast<float>(block[w] >> 8) * (1.0f / 16777216.0f);
+        ASSERT_EQ(rng_uniform(key, q * 128 + w * 32 + j), want)
+            << q << " " << w << " " << j;
+      }
+    }
+  }
 }
 
 TEST(Dropout, BackwardUsesSameMask) {

@@ -6,10 +6,11 @@
 // tensor and element (r, c) takes mask index offset + r * stride + c. The
 // backward regenerates the same mask from (key, i), so nothing is saved.
 //
-// rng_uniform is a scalar call per element (~10 Philox rounds); here the
-// same Philox4x32-10 is evaluated for 32 indices at once in plain loops
-// that the compiler vectorises. It must stay bit-identical to rng.cpp (the
-// dropout test compares every element against rng_uniform).
+// rng_uniform is a scalar call per element (a Philox block per four
+// values); here the same Philox4x32-10 is evaluated for 32 blocks at once in
+// plain loops that the compiler vectorises, giving the 128 values of one
+// aligned group. It must stay bit-identical to rng.cpp (the dropout test
+// compares every element against rng_uniform).
 #include <cstdint>
 
 #include "base/check.h"
@@ -19,24 +20,26 @@
 namespace ndt::ops {
 namespace {
 
-constexpr int kGroup = 32;        // measured ~3x faster than 16 (full vectors)
-constexpr int64_t kChunk = 4096;  // elements per parallel work item
+constexpr int kBlocks = 32;          // Philox blocks per group
+constexpr int kGroup = 4 * kBlocks;  // values per group (rng.h's layout)
+constexpr int64_t kChunk = 4096;     // elements per parallel work item
 static_assert(kChunk % kGroup == 0);
 constexpr uint64_t kM0 = 0xD2511F53u;  // Philox constants, as in rng.cpp
 constexpr uint64_t kM1 = 0xCD9E8D57u;
 constexpr uint64_t kW0 = 0x9E3779B9u;
 constexpr uint64_t kW1 = 0xBB67AE85u;
 
-// u[j] = rng_uniform(key, base + j) for j < kGroup (stream 0). The 32-bit
-// Philox words live in 64-bit lanes so the 32x32->64 products vectorise.
+// u[j] = rng_uniform(key, base + j) for j < kGroup, base a multiple of
+// kGroup: word w of block base / 4 + b is value 32 w + b. The 32-bit Philox
+// words live in 64-bit lanes so the 32x32->64 products vectorise.
 inline void uniform_group(uint64_t key, uint64_t base, float* u) {
   constexpr uint64_t kLow = 0xFFFFFFFFu;
-  uint64_t c0[kGroup], c1[kGroup], c2[kGroup], c3[kGroup];
-  // base is a multiple of kGroup (groups start at chunk starts, and
-  // kChunk % kGroup == 0), so the low counter word cannot carry into the
-  // high one inside a group.
-  const uint64_t lo = base & kLow, hi = base >> 32;
-  for (int j = 0; j < kGroup; ++j) {
+  uint64_t c0[kBlocks], c1[kBlocks], c2[kBlocks], c3[kBlocks];
+  // The first block, base / 4, is a multiple of kBlocks, so the low counter
+  // word cannot carry into the high one inside a group.
+  const uint64_t first = base >> 2;
+  const uint64_t lo = first & kLow, hi = first >> 32;
+  for (int j = 0; j < kBlocks; ++j) {
     c0[j] = lo + static_cast<uint64_t>(j);
     c1[j] = hi;
     c2[j] = 0;
@@ -45,7 +48,7 @@ inline void uniform_group(uint64_t key, uint64_t base, float* u) {
   uint64_t k0 = key & kLow, k1 = key >> 32;
   for (int round = 0; round < 10; ++round) {
 #pragma omp simd
-    for (int j = 0; j < kGroup; ++j) {
+    for (int j = 0; j < kBlocks; ++j) {
       const uint64_t p0 = kM0 * c0[j];
       const uint64_t p1 = kM1 * c2[j];
       const uint64_t n0 = (p1 >> 32) ^ c1[j] ^ k0;
@@ -58,14 +61,52 @@ inline void uniform_group(uint64_t key, uint64_t base, float* u) {
     k0 = (k0 + kW0) & kLow;
     k1 = (k1 + kW1) & kLow;
   }
-  for (int j = 0; j < kGroup; ++j) {
-    // 24 random bits -> [0, 1), exactly as rng.cpp's to_unit.
-    u[j] = static_cast<float>(static_cast<int32_t>(c0[j] >> 8)) *
-           (1.0f / 16777216.0f);
+  // 24 random bits -> [0, 1), exactly as rng.cpp's to_unit.
+  constexpr float kUnit = 1.0f / 16777216.0f;
+  for (int j = 0; j < kBlocks; ++j) {
+    u[j] = static_cast<float>(static_cast<int32_t>(c0[j] >> 8)) * kUnit;
+    u[kBlocks + j] =
+        static_cast<float>(static_cast<int32_t>(c1[j] >> 8)) * kUnit;
+    u[2 * kBlocks + j] =
+        static_cast<float>(static_cast<int32_t>(c2[j] >> 8)) * kUnit;
+    u[3 * kBlocks + j] =
+        static_cast<float>(static_cast<int32_t>(c3[j] >> 8)) * kUnit;
   }
 }
 
-// out_i = in_i * (keep_i ? scale : 0) over all elements.
+// dst_i = src_i * (keep_i ? scale : 0) for the mask indices [first,
+// first + count), drawn in whole kGroup-aligned groups (a group that the
+// span only partly covers is drawn whole and partly used).
+void mask_span(
+    float* dst,
+    const float* src,
+    uint64_t first,
+    int64_t count,
+    float p,
+    float scale,
+    uint64_t key) {
+  const uint64_t end = first + static_cast<uint64_t>(count);
+  float u[kGroup];
+  for (uint64_t base = first - first % kGroup; base < end; base += kGroup) {
+    uniform_group(key, base, u);
+    if (base >= first && base + kGroup <= end) {  // fixed trip count
+      const int64_t at = static_cast<int64_t>(base - first);
+      for (int j = 0; j < kGroup; ++j) {
+        dst[at + j] = u[j] >= p ? src[at + j] * scale : 0.0f;
+      }
+      continue;
+    }
+    const uint64_t lo = base > first ? base : first;
+    const uint64_t hi = base + kGroup < end ? base + kGroup : end;
+    for (uint64_t g = lo; g < hi; ++g) {
+      const int64_t i = static_cast<int64_t>(g - first);
+      dst[i] = u[g - base] >= p ? src[i] * scale : 0.0f;
+    }
+  }
+}
+
+// out_i = in_i * (keep_i ? scale : 0) for mask indices offset + i, in
+// work items of kChunk mask indices aligned in the mask's index space.
 void apply_mask(
     float* out,
     const float* in,
@@ -74,33 +115,27 @@ void apply_mask(
     uint64_t key,
     uint64_t offset) {
   NDT_ASSERT(p >= 0.0f && p < 1.0f, "dropout p ", p, " outside [0, 1)");
+  if (n == 0)
+    return;
   const float scale = 1.0f / (1.0f - p);
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const uint64_t end = offset + static_cast<uint64_t>(n);
+  const uint64_t first_chunk = offset / kChunk;
+  const int64_t chunks =
+      static_cast<int64_t>((end - 1) / kChunk - first_chunk) + 1;
   const bool threaded = n >= detail::kMinParallelWork;
 #pragma omp parallel for schedule(static) if (threaded)
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t end = (ch + 1) * kChunk < n ? (ch + 1) * kChunk : n;
-    float u[kGroup];
-    int64_t i = ch * kChunk;
-    for (; i + kGroup <= end; i += kGroup) {  // fixed trip count: vectorised
-      uniform_group(key, offset + static_cast<uint64_t>(i), u);
-      for (int j = 0; j < kGroup; ++j) {
-        out[i + j] = u[j] >= p ? in[i + j] * scale : 0.0f;
-      }
-    }
-    if (i < end) {
-      uniform_group(key, offset + static_cast<uint64_t>(i), u);
-      for (int64_t j = 0; i + j < end; ++j) {
-        out[i + j] = u[j] >= p ? in[i + j] * scale : 0.0f;
-      }
-    }
+    const uint64_t c0 = (first_chunk + static_cast<uint64_t>(ch)) * kChunk;
+    const uint64_t g0 = c0 > offset ? c0 : offset;
+    const uint64_t g1 = c0 + kChunk < end ? c0 + kChunk : end;
+    const int64_t at = static_cast<int64_t>(g0 - offset);
+    mask_span(
+        out + at, in + at, g0, static_cast<int64_t>(g1 - g0), p, scale, key);
   }
 }
 
 // The same for rows of `cols` elements whose mask indices start `stride`
-// apart. Each row is drawn in kGroup-aligned groups of mask indices (the
-// low counter word never carries inside a group), using the part of each
-// group that falls in the row.
+// apart.
 void apply_mask_rows(
     float* out,
     const float* in,
@@ -118,19 +153,7 @@ void apply_mask_rows(
 #pragma omp parallel for schedule(static) if (threaded)
   for (int64_t r = 0; r < rows; ++r) {
     const uint64_t first = offset + static_cast<uint64_t>(r * stride);
-    const uint64_t end = first + static_cast<uint64_t>(cols);
-    const float* src = in + r * cols;
-    float* dst = out + r * cols;
-    float u[kGroup];
-    for (uint64_t base = first - first % kGroup; base < end; base += kGroup) {
-      uniform_group(key, base, u);
-      const uint64_t lo = base > first ? base : first;
-      const uint64_t hi = base + kGroup < end ? base + kGroup : end;
-      for (uint64_t g = lo; g < hi; ++g) {
-        const int64_t i = static_cast<int64_t>(g - first);
-        dst[i] = u[g - base] >= p ? src[i] * scale : 0.0f;
-      }
-    }
+    mask_span(out + r * cols, in + r * cols, first, cols, p, scale, key);
   }
 }
 

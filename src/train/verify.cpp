@@ -295,8 +295,8 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   SingleRankMesh ref_mesh(serial_axes), floor_mesh(serial_axes);
   Engine ref(serial, data, ref_mesh.mesh());
   std::vector<std::unique_ptr<Engine>> floors;
-  for (const Config& c : floor_cfgs) {
-    if (floor_rank)
+  if (floor_rank) {
+    for (const Config& c : floor_cfgs)
       floors.push_back(std::make_unique<Engine>(c, data, floor_mesh.mesh()));
   }
   Engine par(layout, data, mesh);
@@ -320,8 +320,7 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   const int n = cmp.size();
   const size_t m = size_t(n) * kSums + 1;
   std::vector<Tensor> grads_ref;
-  std::vector<double> grad_sums, value_sums;
-  std::vector<std::vector<double>> floor_grad_sums(floors.size());
+  std::vector<double> grad_sums, value_sums, floor_grad_sums;
   int64_t compared_elements = 0;
   bool stopped = false;
 
@@ -329,10 +328,10 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   par.on_grads_ready = [&] {
     grad_sums = cmp.local(grads_ref, par.model().parameters(), true);
   };
-  for (size_t f = 0; f < floors.size(); ++f) {
-    floors[f]->on_grads_ready = [&, f] {
-      floor_grad_sums[f] =
-          cmp.local(grads_ref, floors[f]->model().parameters(), true);
+  for (std::unique_ptr<Engine>& floor : floors) {
+    Engine* e = floor.get();
+    e->on_grads_ready = [&, e] {
+      floor_grad_sums = cmp.local(grads_ref, e->model().parameters(), true);
     };
   }
   for (int64_t s = 0; s < steps; ++s) {
@@ -341,14 +340,13 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     // step: per gradient tensor, then loss and gradient norm (floor rank
     // only; the others add zeros below).
     std::vector<double> floor_step(size_t(n) + 2, 0.0);
-    for (size_t k = 0; k < floors.size(); ++k) {
+    for (std::unique_ptr<Engine>& floor : floors) {
       const StepResult f = [&] {
         FloorGemm other;
-        return floors[k]->step(s);
+        return floor->step(s);
       }();
       for (int i = 0; i < n; ++i)
-        floor_step[i] =
-            std::max(floor_step[i], tensor_rel(floor_grad_sums[k], i));
+        floor_step[i] = std::max(floor_step[i], tensor_rel(floor_grad_sums, i));
       floor_step[n] = std::max(floor_step[n], rel_diff(a.loss, f.loss));
       floor_step[n + 1] =
           std::max(floor_step[n + 1], rel_diff(a.grad_norm, f.grad_norm));

@@ -63,14 +63,12 @@ inline void uniform_group(uint64_t key, uint64_t base, float* u) {
   }
   // 24 random bits -> [0, 1), exactly as rng.cpp's to_unit.
   constexpr float kUnit = 1.0f / 16777216.0f;
-  for (int j = 0; j < kBlocks; ++j) {
-    u[j] = static_cast<float>(static_cast<int32_t>(c0[j] >> 8)) * kUnit;
-    u[kBlocks + j] =
-        static_cast<float>(static_cast<int32_t>(c1[j] >> 8)) * kUnit;
-    u[2 * kBlocks + j] =
-        static_cast<float>(static_cast<int32_t>(c2[j] >> 8)) * kUnit;
-    u[3 * kBlocks + j] =
-        static_cast<float>(static_cast<int32_t>(c3[j] >> 8)) * kUnit;
+  const uint64_t* words[4] = {c0, c1, c2, c3};
+  for (int w = 0; w < 4; ++w) {
+    for (int j = 0; j < kBlocks; ++j) {
+      u[w * kBlocks + j] =
+          static_cast<float>(static_cast<int32_t>(words[w][j] >> 8)) * kUnit;
+    }
   }
 }
 

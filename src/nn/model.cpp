@@ -114,6 +114,7 @@ Tensor Model::forward_range(
 Tensor Model::backward_range(
     int first, int last, const Tensor& dy, Context& ctx, float scale) {
   const int head_m = num_modules() - 1;
+  ctx.run.comm_poll = on_backward_poll ? &on_backward_poll : nullptr;
   Tensor g = dy;
   for (int m = last; m >= first; --m) {
     Context& c = ctx.child(m);

@@ -38,6 +38,9 @@ class Model {
   // head, last block, ..., input layer. Data parallelism starts gradient
   // communication here.
   std::function<void(int)> on_backward_done;
+  // Called between layers inside a module's backward (RunState::comm_poll),
+  // more often than on_backward_done: lets in-flight communication advance.
+  std::function<void()> on_backward_poll;
 
   // All parameters in a fixed order: input layer, blocks, head (only the
   // modules kept, see keep_modules).

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,17 @@ struct RunState {
   // Index of this micro-batch's first sample within the step's global
   // batch: per-sample randomness (dropout) is keyed by global position.
   int64_t sample_offset = 0;
+  // Set during backward when someone has communication in flight (data
+  // parallelism's bucket all-reduces): composite modules call poll_comm()
+  // between their layers so it advances while backward computes.
+  const std::function<void()>* comm_poll = nullptr;
 };
+
+// Runs run.comm_poll if set.
+inline void poll_comm(const RunState& run) {
+  if (run.comm_poll != nullptr)
+    (*run.comm_poll)();
+}
 
 class Context {
  public:

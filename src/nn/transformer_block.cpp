@@ -66,8 +66,10 @@ Tensor TransformerBlock::forward(const Tensor& x, Context& ctx) {
 Tensor TransformerBlock::backward(const Tensor& dy, Context& ctx) {
   // y = h + m: dh = dy + dm/dh; h = x + a: dx = dh + da/dx.
   Tensor g = dy;
-  for (int i = kDrop2; i >= kLn2; --i)
+  for (int i = kDrop2; i >= kLn2; --i) {
     g = layers_[i]->backward(g, ctx.child(i));
+    poll_comm(ctx.run);
+  }
   Tensor dh(dy.shape(), MemTag::kActs);
   ops::add(dh, dy, g);
   g = dh;
@@ -75,6 +77,7 @@ Tensor TransformerBlock::backward(const Tensor& dy, Context& ctx) {
     g = layers_[i]->backward(g, ctx.child(i));
     if (i == kQkv)
       zero_key_bias_grad();
+    poll_comm(ctx.run);
   }
   ops::add_(g, dh);
   return g;

@@ -53,10 +53,12 @@ DistributedDataParallel::DistributedDataParallel(
   }
   work_.resize(buckets_.size());
   model_.on_backward_done = [this](int m) { on_module_done(m); };
+  model_.on_backward_poll = [this] { progress(); };
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   model_.on_backward_done = nullptr;
+  model_.on_backward_poll = nullptr;
 }
 
 void DistributedDataParallel::check_replicas_identical() {
@@ -114,9 +116,10 @@ void DistributedDataParallel::on_module_done(int module) {
 }
 
 void DistributedDataParallel::progress() {
+  // One test of the first unfinished bucket advances every operation.
   for (auto& w : work_) {
-    if (w)
-      w->test();
+    if (w && !w->test())
+      break;
   }
 }
 

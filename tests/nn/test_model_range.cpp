@@ -210,6 +210,39 @@ TEST(ModelRange, BackwardDoneReportsEachModuleInReverse) {
   EXPECT_EQ(done, (std::vector<int>{4, 3, 2, 1, 0}));
 }
 
+// Every transformer block polls communication after each of its 9 layers'
+// backward, before its on_backward_done; nothing polls when no hook is set.
+TEST(ModelRange, BackwardPollsBetweenTheLayersOfEachBlock) {
+  const Case c = cases()[0];  // gpt: embedding, 3 blocks, head
+  auto model = c.build();
+  model->init(kSeed);
+  constexpr int kPoll = -1;
+  std::vector<int> events;
+  model->on_backward_done = [&](int m) { events.push_back(m); };
+  model->on_backward_poll = [&] { events.push_back(kPoll); };
+  Context ctx;
+  set_run(ctx);
+  LossStats stats;
+  const int head = model->num_modules() - 1;
+  model->forward_range(0, head, c.input, c.targets, ctx, stats);
+  model->backward_range(0, head, Tensor(), ctx, kScale);
+  std::vector<int> want{head};
+  for (int m = head - 1; m >= 1; --m) {
+    want.insert(want.end(), 9, kPoll);
+    want.push_back(m);
+  }
+  want.push_back(0);
+  EXPECT_EQ(events, want);
+
+  model->on_backward_poll = nullptr;
+  events.clear();
+  Context again;
+  set_run(again);
+  model->forward_range(0, head, c.input, c.targets, again, stats);
+  model->backward_range(0, head, Tensor(), again, kScale);
+  EXPECT_EQ(events, (std::vector<int>{4, 3, 2, 1, 0}));
+}
+
 TEST(ModelRange, RecomputeIsExactAndHoldsFewerActivations) {
   for (Case& c : cases()) {
     SCOPED_TRACE(c.name);

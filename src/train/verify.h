@@ -16,10 +16,11 @@
 //     the optimizer); evaluation accuracy: the same number of correct
 //     predictions;
 //   - final parameters, per tensor: rel_layout <= kVerifyFloorFactor *
-//     rel_floor + kVerifyParamAtol, where rel_floor is the larger of the
-//     same relative L2 differences between the serial run and two more
-//     serial runs that sum in other orders (the measured noise floor, with
-//     one and with two samples per micro-batch: Adam-type updates turn
+//     rel_floor + kVerifyParamAtol, where rel_floor is the largest of the
+//     same relative L2 differences between the serial run and the floor
+//     runs, serial runs that sum in other orders (the measured noise
+//     floor: one sample per micro-batch, and for an even batch of at least
+//     4 also two; Adam-type updates turn
 //     reduction-order noise in near-cancelling gradient elements into steps
 //     of the size of the learning rate, so no fixed tolerance fits every
 //     tensor);

@@ -4,8 +4,11 @@
 # library in use (NDT_GEMM, default onednn), against the FMA peak measured
 # in the same run. One line per model:
 #   gemm model=M threads=T ... gemm_gflops=G fma_peak_gflops=P ceiling=G/P
+#     cold_gflops=C cold_ceiling=C/P
 # `ndtrain bench`'s MFU on that model cannot exceed its ceiling by more
 # than the machine's drift (the products are timed on warm caches).
+# cold_ceiling times every call on operands fresh from memory, as a step's
+# activations are: the nearer bound (docs/benchmarks.md).
 #
 # Environment:
 #   NDT_BUILD_DIR=build     build directory (gemm_bench is built if missing)

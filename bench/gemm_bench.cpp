@@ -21,6 +21,13 @@
 // model gives the products' time and ceiling with dnnl_sgemm alone.
 // Each shape is timed in 5 batches of at least 0.1 s; the fastest counts.
 // The FMA peak is measured before and after the sweep; the higher counts.
+//
+// Those rates are for warm caches: every call reuses the same operands. In
+// a training step each product reads activations and writes an output
+// that no recent call touched. So each shape is also timed "cold", with
+// every call on its own copy of A, B and C out of at least kColdBytes of
+// copies, and the model line adds cold_gflops and cold_ceiling: the
+// products at those rates, the nearer bound on a step's MFU.
 #include <dnnl.h>
 #include <omp.h>
 
@@ -105,6 +112,10 @@ Model gpt() {  // batch 8, context 256, dim 384, depth 6, vocab 256
   return m;
 }
 
+// Copies of the operands cycled through by a cold timing: more than any
+// cache level of the machines this runs on holds.
+constexpr int64_t kColdBytes = int64_t{512} << 20;
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
       .count();
@@ -112,18 +123,27 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Fastest of 5 batches, seconds per call of `s` (per-head calls: the
 // batch's time over its calls, all threads working): through ops::gemm,
-// or (sgemm) dnnl_sgemm directly.
-double time_shape(const Shape& s, bool sgemm) {
+// or (sgemm) dnnl_sgemm directly; cold: each call on the next of `copies`
+// sets of operands (call i on set i mod copies), else all on set 0.
+double time_shape(const Shape& s, bool sgemm, bool cold) {
   const int64_t a_n = int64_t(s.trans_a ? s.K : s.M) * s.lda;
   const int64_t b_n = int64_t(s.trans_b ? s.N : s.K) * s.ldb;
   const int64_t c_n = int64_t(s.M) * s.N;
   const int threads = s.per_head ? omp_get_max_threads() : 1;
-  std::vector<float> a(a_n), b(b_n), c(c_n * threads);
-  ndt::rng_fill_uniform(a.data(), a_n, ndt::rng_key(1, "gemm.a"), 0, -1, 1);
-  ndt::rng_fill_uniform(b.data(), b_n, ndt::rng_key(1, "gemm.b"), 0, -1, 1);
+  const int64_t set_bytes = (a_n + b_n + c_n) * int64_t{sizeof(float)};
+  const int64_t copies =
+      cold ? std::max<int64_t>(2, kColdBytes / set_bytes + 1) : threads;
+  std::vector<float> a(a_n * copies), b(b_n * copies), c(c_n * copies);
+  ndt::rng_fill_uniform(
+      a.data(), a.size(), ndt::rng_key(1, "gemm.a"), 0, -1, 1);
+  ndt::rng_fill_uniform(
+      b.data(), b.size(), ndt::rng_key(1, "gemm.b"), 0, -1, 1);
   ndt::rng_fill_uniform(
       c.data(), c.size(), ndt::rng_key(1, "gemm.c"), 0, -1, 1);
-  auto one = [&](float* out) {
+  auto one = [&](int64_t set) {
+    const float* as = a.data() + a_n * set;
+    const float* bs = b.data() + b_n * set;
+    float* out = c.data() + c_n * set;
     if (sgemm) {
       dnnl_sgemm(
           s.trans_a ? 'T' : 'N',
@@ -132,9 +152,9 @@ double time_shape(const Shape& s, bool sgemm) {
           s.N,
           s.K,
           1.0f,
-          a.data(),
+          as,
           s.lda,
-          b.data(),
+          bs,
           s.ldb,
           s.beta,
           out,
@@ -148,23 +168,27 @@ double time_shape(const Shape& s, bool sgemm) {
         s.N,
         s.K,
         1.0f,
-        a.data(),
+        as,
         s.lda,
-        b.data(),
+        bs,
         s.ldb,
         s.beta,
         out,
         s.N);
   };
+  // Warm per-head calls: each thread on a set of its own (its output).
+  int64_t next = 0;  // cold: the set the next call starts on
   auto calls = [&](int n) {
+    const int64_t first = next;
+    next = (next + n) % copies;
     if (!s.per_head) {
       for (int i = 0; i < n; ++i)
-        one(c.data());
+        one(cold ? (first + i) % copies : 0);
       return;
     }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; ++i)
-      one(c.data() + c_n * omp_get_thread_num());
+      one(cold ? (first + i) % copies : omp_get_thread_num());
   };
   calls(s.per_head ? s.count : 1);  // warm up
   int n = s.per_head ? s.count : 1;
@@ -214,9 +238,9 @@ int main(int argc, char** argv) {
       ndt::ops::gemm_backend() == ndt::ops::GemmBackend::kOneDnn;
   for (const Model& m : models) {
     double peak = ndt::measure_fma_peak_gflops();
-    double flop = 0, sec = 0, sec_sgemm = 0;
+    double flop = 0, sec = 0, sec_sgemm = 0, sec_cold = 0;
     for (const Shape& s : m.shapes) {
-      const double t = time_shape(s, false);
+      const double t = time_shape(s, false, false);
       const double f = 2.0 * s.M * s.N * s.K;
       std::printf(
           "  %s %c%c M=%5d N=%5d K=%5d x%-4d %7.1f GFLOP/s",
@@ -229,13 +253,15 @@ int main(int argc, char** argv) {
           s.count,
           f / t / 1e9);
       if (onednn) {
-        const double t_sgemm = time_shape(s, true);
+        const double t_sgemm = time_shape(s, true, false);
         std::printf("  (dnnl_sgemm %.1f)", f / t_sgemm / 1e9);
         sec_sgemm += t_sgemm * s.count;
       }
-      std::printf("\n");
+      const double t_cold = time_shape(s, false, true);
+      std::printf("  cold %.1f\n", f / t_cold / 1e9);
       flop += f * s.count;
       sec += t * s.count;
+      sec_cold += t_cold * s.count;
     }
     peak = std::max(peak, ndt::measure_fma_peak_gflops());
     if (onednn)
@@ -252,14 +278,17 @@ int main(int argc, char** argv) {
           m.other_gflop);
     std::printf(
         "gemm model=%s threads=%d gemm_gflop=%.2f gemm_ms=%.1f "
-        "gemm_gflops=%.1f fma_peak_gflops=%.1f ceiling=%.3f\n",
+        "gemm_gflops=%.1f fma_peak_gflops=%.1f ceiling=%.3f "
+        "cold_gflops=%.1f cold_ceiling=%.3f\n",
         m.name,
         omp_get_max_threads(),
         flop / 1e9,
         sec * 1e3,
         flop / sec / 1e9,
         peak,
-        flop / sec / 1e9 / peak);
+        flop / sec / 1e9 / peak,
+        flop / sec_cold / 1e9,
+        flop / sec_cold / 1e9 / peak);
   }
   return 0;
 }

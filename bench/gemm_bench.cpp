@@ -176,8 +176,9 @@ double time_shape(const Shape& s, bool sgemm, bool cold) {
         out,
         s.N);
   };
-  // Warm per-head calls: each thread on a set of its own (its output).
-  int64_t next = 0;  // cold: the set the next call starts on
+  // The set a call runs on. Cold: the one after the previous call's, across
+  // batches (`next`). Warm: set 0, or per head the thread's own set.
+  int64_t next = 0;
   auto calls = [&](int n) {
     const int64_t first = next;
     next = (next + n) % copies;

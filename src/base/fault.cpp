@@ -34,6 +34,7 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kTp3dBiasNoReduce, "tp3d_bias_no_reduce"},
     {Fault::kSpSkipGradReduce, "sp_skip_grad_reduce"},
     {Fault::kSpLocalPositions, "sp_local_positions"},
+    {Fault::kZeroSkipBroadcast, "zero_skip_broadcast"},
 };
 
 Fault parse_fault() {

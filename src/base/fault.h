@@ -42,6 +42,8 @@
 //                        summed over sp (each rank keeps its tokens' share)
 //   sp_local_positions   sequence parallelism: the GPT's position embedding
 //                        uses each rank's local positions 0..T/sp-1
+//   zero_skip_broadcast  ZeRO stage 1: the owners of the gradient buckets
+//                        update their parameters but never broadcast them
 #pragma once
 
 namespace ndt {
@@ -65,6 +67,7 @@ enum class Fault {
   kTp3dBiasNoReduce,
   kSpSkipGradReduce,
   kSpLocalPositions,
+  kZeroSkipBroadcast,
 };
 
 #ifdef NDT_FAULTS

@@ -194,6 +194,10 @@ std::unique_ptr<Work> MpiProcessGroup::do_broadcast_async(
   if (size() == 1)
     return std::make_unique<CompletedWork>();
   MpiGroupState& s = *state_;
+  if (count * int64_t{sizeof(float)} >= s.ring_min_bytes) {
+    return submit(detail::make_schedule_op<detail::ChainBroadcast>(
+        s, OpType::kBroadcast, buf, count, root));
+  }
   int64_t chunks = chunks_of(s, count, sizeof(float));
   return submit(detail::make_nbc_op(
       s,
@@ -218,6 +222,10 @@ std::unique_ptr<Work> MpiProcessGroup::do_reduce_async(
     return std::make_unique<CompletedWork>();
   }
   MpiGroupState& s = *state_;
+  if (count * int64_t{sizeof(float)} >= s.ring_min_bytes) {
+    return submit(detail::make_schedule_op<detail::ChainReduce>(
+        s, OpType::kReduce, in, out, count, root));
+  }
   int64_t chunks = chunks_of(s, count, sizeof(float));
   const bool is_root = rank() == root;
   return submit(detail::make_nbc_op(

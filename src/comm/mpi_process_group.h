@@ -21,13 +21,13 @@
 // queue per group), so every rank issues the same MPI calls in the same
 // order however its test()/wait() calls interleave. Large buffers move in
 // pieces of at most chunk_bytes() per message (OpenMPI slows sharply on
-// single messages >= 32 MiB): all_reduce, reduce_scatter, all_gather and
-// all_to_all of at least ring_min_bytes() use our own pipelined ring /
-// pairwise exchange over MPI_Isend/Irecv with a persistent scratch (up to
-// 2 * chunk_bytes() per group, MemTag::kComm, grown on demand); smaller
-// ones, broadcast, reduce and barrier use MPI's nonblocking collectives,
-// chunked. (OpenMPI's own collectives malloc a temporary of the message
-// size per call; at >= 32 MiB glibc hands back fresh pages every time.)
+// single messages >= 32 MiB): all_reduce, reduce_scatter, all_gather,
+// all_to_all, broadcast and reduce of at least ring_min_bytes() use our
+// own pipelined ring / pairwise exchange / chain over MPI_Isend/Irecv with
+// a persistent scratch (up to 2 * chunk_bytes() per group, MemTag::kComm,
+// grown on demand); smaller ones and barrier use MPI's nonblocking
+// collectives, chunked. (OpenMPI's own collectives malloc a temporary of the
+// message size per call; at >= 32 MiB glibc hands back fresh pages every time.)
 // send/recv post all their pieces at once (so same-tag messages keep their
 // order).
 //
@@ -77,11 +77,11 @@ class MpiProcessGroup final : public ProcessGroup {
   // (>= 64 bytes).
   void set_chunk_bytes(int64_t bytes);
   int64_t chunk_bytes() const;
-  // all_reduce / reduce_scatter / all_gather / all_to_all buffers of at
-  // least this many bytes (the whole size()*count buffer for the last
-  // three) use the ring / pairwise algorithms, smaller ones MPI's (in
-  // chunks for all_reduce; the other three also take the ring for any
-  // buffer over chunk_bytes(), as MPI's cannot be cut into pieces).
+  // Buffers of at least this many bytes (the whole size()*count buffer for
+  // reduce_scatter, all_gather and all_to_all) use the ring / pairwise /
+  // chain algorithms, smaller ones MPI's (in chunks for all_reduce,
+  // broadcast and reduce; the other three also take ours for any buffer
+  // over chunk_bytes(), as MPI's cannot be cut into pieces).
   // Default: 0 when size() == 2, else kDefaultRingMinBytes.
   void set_ring_min_bytes(int64_t bytes);
   int64_t ring_min_bytes() const;

@@ -207,4 +207,100 @@ int PairwiseAllToAll::post(int64_t k, RoundMsg* msgs) {
   return 2;
 }
 
+// --------------------------------------------------------- ChainBroadcast
+// Position q receives from q-1 and sends to q+1; a piece is forwarded the
+// round after it arrived (lag 1; the root has nothing to wait for).
+
+ChainBroadcast::ChainBroadcast(
+    const RingGroup& g, float* buf, int64_t count, int root)
+    : g_(g), buf_(buf), count_(count), root_(root) {
+  parts_ = parts_of<float>(g, count);
+  const bool is_root = g.rank == root;
+  set_rounds(parts_ + g.size - 2, is_root ? 0 : 1);
+}
+
+int ChainBroadcast::post(int64_t k, RoundMsg* msgs) {
+  const int n = g_.size, r = g_.rank;
+  const int q = mod(r - root_, n);
+  int nmsg = 0;
+  const int64_t in = k - q + 1, out = k - q;
+  if (q >= 1 && in >= 0 && in < parts_) {
+    Range pc = piece(0, count_, in, parts_);
+    if (pc.len > 0) {
+      msgs[nmsg++] =
+          recv_msg(mod(r - 1, n), buf_ + pc.lo, pc.len, ElemType::kFloat);
+    }
+  }
+  if (q <= n - 2 && out >= 0 && out < parts_) {
+    Range pc = piece(0, count_, out, parts_);
+    if (pc.len > 0) {
+      msgs[nmsg++] =
+          send_msg(mod(r + 1, n), buf_ + pc.lo, pc.len, ElemType::kFloat);
+    }
+  }
+  return nmsg;
+}
+
+// ------------------------------------------------------------ ChainReduce
+// Round k receives into slot k % 2; finish(k) adds this rank's values to
+// it (on root: into out), and round k + 1 sends it on (lag 1: the slot is
+// received into again only after that send completed).
+
+ChainReduce::ChainReduce(
+    const RingGroup& g, const float* in, float* out, int64_t count, int root)
+    : g_(g), in_(in), out_(out), count_(count), root_(root) {
+  parts_ = parts_of<float>(g, count);
+  q_ = mod(g.rank - root - 1, g.size);
+  const bool middle = q_ >= 1 && q_ <= g.size - 2;
+  set_rounds(parts_ + g.size - 2, middle ? 1 : 0);
+}
+
+int ChainReduce::post(int64_t k, RoundMsg* msgs) {
+  const int n = g_.size, r = g_.rank;
+  if (k == 0 && q_ >= 1) {
+    slot_elems_ = ceil_div(count_, parts_);
+    scratch_ =
+        static_cast<float*>(g_.scratch->get(2 * slot_elems_ * sizeof(float)));
+  }
+  int nmsg = 0;
+  const int64_t in = k - q_ + 1, out = k - q_;
+  if (q_ >= 1 && in >= 0 && in < parts_) {
+    Range pc = piece(0, count_, in, parts_);
+    if (pc.len > 0) {
+      msgs[nmsg++] = recv_msg(
+          mod(r - 1, n),
+          scratch_ + (k % 2) * slot_elems_,
+          pc.len,
+          ElemType::kFloat);
+    }
+  }
+  if (q_ <= n - 2 && out >= 0 && out < parts_) {
+    Range pc = piece(0, count_, out, parts_);
+    const float* src =
+        q_ == 0 ? in_ + pc.lo : scratch_ + ((k + 1) % 2) * slot_elems_;
+    if (pc.len > 0)
+      msgs[nmsg++] = send_msg(mod(r + 1, n), src, pc.len, ElemType::kFloat);
+  }
+  return nmsg;
+}
+
+void ChainReduce::finish(int64_t k) {
+  const int64_t in = k - q_ + 1;
+  if (q_ == 0 || in < 0 || in >= parts_)
+    return;
+  Range pc = piece(0, count_, in, parts_);
+  float* got = scratch_ + (k % 2) * slot_elems_;
+  const float* mine = in_ + pc.lo;
+  if (q_ < g_.size - 1) {
+    combine(got, mine, pc.len, ReduceOp::kSum);
+    return;
+  }
+  float* dst = out_ + pc.lo;
+  if (dst == mine) {
+    combine(dst, got, pc.len, ReduceOp::kSum);  // a sum is symmetric
+  } else {
+    combine_into(dst, got, mine, pc.len, ReduceOp::kSum);
+  }
+}
+
 }  // namespace ndt::detail

@@ -7,6 +7,8 @@
 //   RingReduceScatter  sum; in (n*count) read only, out (count)
 //   RingAllGather      in (count) -> out (n*count); in may be block r
 //   PairwiseAllToAll   in, out (n*count)
+//   ChainBroadcast     buf (count) from root, in place
+//   ChainReduce        sum to root; in (count) read only, out (count, root)
 //
 // Here n = the group size, r = this rank; every message goes to or comes
 // from a rank of the group. A schedule is a sequence of rounds; each round
@@ -165,5 +167,50 @@ class PairwiseAllToAll final : public RoundSchedule {
 
 extern template class RingAllReduce<float>;
 extern template class RingAllReduce<double>;
+
+// Pipelined chain broadcast from root, in place: the ranks in the order
+// root, root+1, ..., root-1 each receive a piece from the previous one and
+// pass it on to the next one round later. The rank at position q (root:
+// 0) receives piece k-q+1 and sends piece k-q in round k, so the P pieces
+// take P+n-2 rounds and every piece crosses each of the n-1 links once.
+class ChainBroadcast final : public RoundSchedule {
+ public:
+  ChainBroadcast(const RingGroup& g, float* buf, int64_t count, int root);
+  int post(int64_t k, RoundMsg* msgs) override;
+
+ private:
+  RingGroup g_;
+  float* buf_;
+  int64_t count_;
+  int root_;
+  int64_t parts_ = 1;
+};
+
+// Pipelined chain reduction (sum) to root: the ranks in the order root+1,
+// root+2, ..., root-1, root each add their values to the partial sum they
+// receive and pass it on one round later, so element i is summed as
+// ((x_{root+1} + x_{root+2}) + ...) + x_root. The rank at position q
+// (root+1: 0, root: n-1) receives piece k-q+1 and sends piece k-q in
+// round k (P+n-2 rounds for P pieces). in (count) is read only; out
+// (count) is written on root alone (may be null elsewhere, may be in on
+// root). The partial sums pass through two slots of scratch.
+class ChainReduce final : public RoundSchedule {
+ public:
+  ChainReduce(
+      const RingGroup& g, const float* in, float* out, int64_t count, int root);
+  int post(int64_t k, RoundMsg* msgs) override;
+  void finish(int64_t k) override;
+
+ private:
+  RingGroup g_;
+  const float* in_;
+  float* out_;
+  int64_t count_;
+  int root_;
+  int q_ = 0;  // position in the chain
+  int64_t parts_ = 1;
+  float* scratch_ = nullptr;
+  int64_t slot_elems_ = 0;
+};
 
 }  // namespace ndt::detail

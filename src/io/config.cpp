@@ -220,6 +220,7 @@ constexpr Key kKeys[] = {
     {"parallel.dp", field<&ParallelConfig::dp>, at_least(1)},
     {"parallel.dp_mode", field<&ParallelConfig::dp_mode>},
     {"parallel.bucket_mb", field<&ParallelConfig::bucket_mb>, above(0)},
+    {"parallel.zero", field<&ParallelConfig::zero>, in_closed(0, 1)},
     {"parallel.pp", field<&ParallelConfig::pp>, at_least(1)},
     {"parallel.pp_chunks", field<&ParallelConfig::pp_chunks>, at_least(1)},
     {"parallel.pp_split", field<&ParallelConfig::pp_split>, at_least(1)},
@@ -705,6 +706,30 @@ void check_pipeline(const Config& c) {
   }
 }
 
+// ZeRO stage 1 shards the optimizer over the ranks of plain data
+// parallelism only.
+void check_zero(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  if (p.zero == 0)
+    return;
+  NDT_CHECK(
+      p.dp_mode == DpMode::kMpi,
+      ConfigError,
+      "parallel.zero=1 shards the optimizer state over data-parallel MPI "
+      "ranks: it needs parallel.dp_mode=mpi, got ",
+      to_string(p.dp_mode));
+  NDT_CHECK(
+      p.pp == 1 && p.tp == 1 && p.sp == 1,
+      ConfigError,
+      "parallel.zero=1 is supported with data parallelism alone "
+      "(parallel.pp, parallel.tp and parallel.sp = 1), got pp=",
+      p.pp,
+      " tp=",
+      p.tp,
+      " sp=",
+      p.sp);
+}
+
 // Rules between keys, checked once every key is read.
 void check_cross_keys(const Config& c) {
   const ModelConfig& m = c.model;
@@ -822,6 +847,7 @@ void check_cross_keys(const Config& c) {
       parts);
   check_pipeline(c);
   check_tensor_parallel(c);
+  check_zero(c);
   if (m.kind == ModelKind::kGpt && c.data.name == DatasetKind::kFortunes) {
     NDT_CHECK(
         m.vocab == 256,

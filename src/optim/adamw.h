@@ -24,6 +24,9 @@ class AdamW final : public Optimizer {
   void step_with_grad_squares(
       float lr, std::vector<double>& grad_squares) override;
   NamedState state() override;
+  std::vector<std::string> state_suffixes() const override {
+    return {".exp_avg", ".exp_avg_sq"};
+  }
 
  private:
   // Fills grad_squares[i] for every parameter i.

@@ -44,6 +44,9 @@ class Lamb final : public Optimizer {
       AxisSumFn sum = nullptr);
   void step(float lr) override;
   NamedState state() override;
+  std::vector<std::string> state_suffixes() const override {
+    return {".exp_avg", ".exp_avg_sq"};
+  }
   // Trust ratio each parameter got in the last step (for logs and tests).
   const std::vector<double>& last_ratios() const {
     return ratios_;

@@ -47,6 +47,9 @@ class Lars final : public Optimizer {
       AxisSumFn sum = nullptr);
   void step(float lr) override;
   NamedState state() override;
+  std::vector<std::string> state_suffixes() const override {
+    return {".momentum_buffer"};
+  }
   // Trust ratio each parameter got in the last step (for logs and tests).
   const std::vector<double>& last_ratios() const {
     return ratios_;

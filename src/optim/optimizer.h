@@ -33,6 +33,13 @@ class Optimizer {
       float lr, std::vector<double>& grad_squares);
   // State tensors by name; load_state() requires the same names and shapes.
   virtual NamedState state() = 0;
+  // What state() lists per parameter: its names are "<param name><suffix>"
+  // for each suffix here, in this order (e.g. ".exp_avg", ".exp_avg_sq").
+  virtual std::vector<std::string> state_suffixes() const = 0;
+  // The parameters it updates, in the order state() lists them.
+  const std::vector<Parameter*>& parameters() const {
+    return params_;
+  }
   void load_state(const NamedState& state, int64_t step);
   int64_t step_count() const {
     return step_;

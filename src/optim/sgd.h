@@ -22,6 +22,11 @@ class Sgd final : public Optimizer {
   Sgd(std::vector<Parameter*> params, const SgdOptions& options);
   void step(float lr) override;
   NamedState state() override;
+  std::vector<std::string> state_suffixes() const override {
+    if (options_.momentum > 0)
+      return {".momentum_buffer"};
+    return {};
+  }
 
  private:
   SgdOptions options_;

@@ -22,4 +22,11 @@ struct Bucket {
 std::vector<Bucket> assign_buckets(
     const std::vector<int64_t>& numels, int64_t bucket_bytes);
 
+// ZeRO stage 1: the rank (0 .. ranks-1) that owns each bucket's optimizer
+// state and update. Largest bucket first (ties: lower index), each to the
+// rank with the fewest elements so far (ties: lower rank), so the update's
+// work is balanced. Deterministic: depends only on its arguments.
+std::vector<int> assign_bucket_owners(
+    const std::vector<Bucket>& buckets, int ranks);
+
 }  // namespace ndt

@@ -19,8 +19,11 @@ double now_s() {
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(
-    Model& model, ProcessGroup& group, int64_t bucket_bytes)
-    : model_(model), group_(group) {
+    Model& model,
+    ProcessGroup& group,
+    int64_t bucket_bytes,
+    bool shard_optimizer)
+    : model_(model), group_(group), shard_(shard_optimizer) {
   // Backward order: head, last block, ..., input layer; within a module,
   // its parameters in reverse declaration order.
   for (int m = model.num_modules() - 1; m >= 0; --m) {
@@ -46,7 +49,20 @@ DistributedDataParallel::DistributedDataParallel(
       bucket_of_[bk.params[k]] = static_cast<int>(b);
     }
     flat_.push_back(flat);
+    if (shard_) {
+      // The values too, so that one broadcast per bucket sends them.
+      Tensor values = Tensor::zeros({bk.numel}, MemTag::kParams);
+      for (size_t k = 0; k < bk.params.size(); ++k) {
+        Parameter* p = params_[bk.params[k]];
+        Tensor view = values.slice(bk.offsets[k], p->value.shape());
+        view.copy_(p->value);
+        p->value = view;
+      }
+      values_.push_back(values);
+    }
   }
+  if (shard_)
+    owner_ = assign_bucket_owners(buckets_, group_.size());
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     pending_[b] = static_cast<int>(buckets_[b].params.size());
@@ -92,6 +108,40 @@ void DistributedDataParallel::check_replicas_identical() {
   }
 }
 
+int DistributedDataParallel::owner(const Parameter& p) const {
+  if (!shard_)
+    return group_.rank();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i] == &p)
+      return owner_[bucket_of_[i]];
+  }
+  NDT_ASSERT(false, "parameter '", p.name, "' is not in the model");
+  return -1;
+}
+
+std::vector<Parameter*> DistributedDataParallel::owned_parameters() const {
+  std::vector<Parameter*> out;
+  for (Parameter* p : model_.parameters()) {
+    if (owner(*p) == group_.rank())
+      out.push_back(p);
+  }
+  return out;
+}
+
+void DistributedDataParallel::broadcast_parameters() {
+  if (!shard_ || group_.size() == 1)
+    return;
+  if (NDT_FAULT(kZeroSkipBroadcast))
+    return;
+  std::vector<std::unique_ptr<Work>> work;
+  for (size_t b = 0; b < values_.size(); ++b) {
+    work.push_back(group_.broadcast_async(
+        values_[b].data(), values_[b].numel(), owner_[b]));
+  }
+  for (auto& w : work)
+    w->wait();
+}
+
 void DistributedDataParallel::on_module_done(int module) {
   if (!sync_ || group_.size() == 1)
     return;
@@ -109,7 +159,17 @@ void DistributedDataParallel::on_module_done(int module) {
       ++launched_;
       if (NDT_FAULT(kBucketSkip) && b == 0)
         continue;
-      work_[b] = group_.all_reduce_async(flat_[b].data(), flat_[b].numel());
+      if (shard_) {
+        // ZeRO stage 1: only the bucket's owner needs the sum.
+        const bool mine = owner_[b] == group_.rank();
+        work_[b] = group_.reduce_async(
+            flat_[b].data(),
+            mine ? flat_[b].data() : nullptr,
+            flat_[b].numel(),
+            owner_[b]);
+      } else {
+        work_[b] = group_.all_reduce_async(flat_[b].data(), flat_[b].numel());
+      }
     }
   }
   progress();

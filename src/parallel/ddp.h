@@ -9,6 +9,15 @@
 // accumulates locally, as no_sync does elsewhere.
 // Every rank scales its loss by 1 / (global number of loss terms), so the
 // all-reduced sum is the global-batch gradient: no division afterwards.
+//
+// ZeRO stage 1 (shard_optimizer): parameter values also live in flat
+// buckets, and each bucket has one owner rank (assign_bucket_owners). A
+// bucket's gradients are reduced to its owner instead of all-reduced: only
+// the owner holds the global gradient of its parameters (the others keep
+// their local sums), keeps optimizer state for them and updates them
+// (owned_parameters()); broadcast_parameters() then sends each bucket's
+// new values from its owner to every rank. Per rank this moves as much
+// data as the all-reduce, and the update's work and state are split.
 #pragma once
 
 #include <memory>
@@ -29,7 +38,8 @@ class DistributedDataParallel final : public GradSync {
   DistributedDataParallel(
       Model& model,
       ProcessGroup& group,
-      int64_t bucket_bytes = kDefaultBucketBytes);
+      int64_t bucket_bytes = kDefaultBucketBytes,
+      bool shard_optimizer = false);
   ~DistributedDataParallel() override;
 
   // Throws ConfigError when the replicas' parameters differ (compares a
@@ -45,6 +55,21 @@ class DistributedDataParallel final : public GradSync {
   const std::vector<Bucket>& buckets() const {
     return buckets_;
   }
+  ProcessGroup& group() const {
+    return group_;
+  }
+  bool shards_optimizer() const {
+    return shard_;
+  }
+  // ZeRO stage 1: the group rank that updates p (a parameter of the model),
+  // and this rank's parameters in the model's order. Without sharding,
+  // every parameter is this rank's.
+  int owner(const Parameter& p) const;
+  std::vector<Parameter*> owned_parameters() const;
+  // ZeRO stage 1: every bucket's parameter values from its owner to all
+  // ranks (after the owners' update); collective over the group. Nothing
+  // without sharding.
+  void broadcast_parameters();
   // Seconds spent blocked in finish() (communication not hidden by
   // backward) and from first launch to last completion, summed over steps.
   double exposed_seconds() const {
@@ -64,6 +89,9 @@ class DistributedDataParallel final : public GradSync {
   std::vector<int> module_of_;      // per param (backward order)
   std::vector<Bucket> buckets_;
   std::vector<Tensor> flat_;    // one per bucket
+  bool shard_ = false;          // ZeRO stage 1
+  std::vector<Tensor> values_;  // sharding: parameter values, per bucket
+  std::vector<int> owner_;      // sharding: owner rank, per bucket
   std::vector<int> pending_;    // params not yet final, per bucket
   std::vector<int> bucket_of_;  // per param
   std::vector<std::unique_ptr<Work>> work_;

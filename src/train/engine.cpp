@@ -91,7 +91,6 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
       break;
     }
   }
-  opt_ = make_optimizer(config.optim, replicas_[0]->parameters(), sum_axes_);
   schedule_ = make_lr_schedule(config, data_.train_size());
   // Sequence-parallel ranks see a share of every sample's tokens, and the
   // mode's replica axes (2.5D's depth) other samples: their gradients are
@@ -112,9 +111,15 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],
         mesh.group(grad_axes),
-        static_cast<int64_t>(p.bucket_mb * (1 << 20)));
+        static_cast<int64_t>(p.bucket_mb * (1 << 20)),
+        p.zero == 1);
     ddp_->check_replicas_identical();
   }
+  // ZeRO stage 1: this rank updates (and keeps state for) its buckets only.
+  opt_ = make_optimizer(
+      config.optim,
+      ddp_ ? ddp_->owned_parameters() : replicas_[0]->parameters(),
+      sum_axes_);
   // One executor per replica. Threads mode: each replica's GradSync is
   // made per step on its thread, and the engine steps the optimizer after
   // all replicas are done.
@@ -254,12 +259,21 @@ void Engine::optimizer_step() {
   const double t0 = tracer_.now();
   if (on_grads_ready)
     on_grads_ready();
+  // The ranks holding the model's other parameters: pipeline stages, and
+  // under ZeRO stage 1 the data-parallel ranks that update the other
+  // buckets (each parameter is updated by exactly one of them).
+  const bool sharded = ddp_ && ddp_->shards_optimizer();
   std::function<void(double&)> sum_stages;
-  if (config_.parallel.pp > 1) {
-    sum_stages = [this](double& sq) { mesh_.group("pp").all_reduce(&sq, 1); };
+  if (config_.parallel.pp > 1 || sharded) {
+    sum_stages = [this, sharded](double& sq) {
+      if (config_.parallel.pp > 1)
+        mesh_.group("pp").all_reduce(&sq, 1);
+      if (sharded)
+        ddp_->group().all_reduce(&sq, 1);
+    };
   }
   result_.lr = lr_at(schedule_, step_);
-  const auto& params = replicas_[0]->parameters();
+  const auto& params = opt_->parameters();
   if (config_.optim.clip_grad_norm > 0) {
     result_.grad_norm = clip_grad_norm(
         params, config_.optim.clip_grad_norm, sum_axes_, sum_stages);
@@ -271,6 +285,8 @@ void Engine::optimizer_step() {
     result_.grad_norm =
         grad_norm_from_squares(params, grad_squares_, sum_axes_, sum_stages);
   }
+  if (sharded)
+    ddp_->broadcast_parameters();
   if (threads_)  // otherwise the executor records its kOptimizerStep
     tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
 }

@@ -143,18 +143,51 @@ void check_same_run(
       list));
 }
 
+// ZeRO stage 1: each parameter's optimizer state lives on the
+// data-parallel rank that updates it. Collective over that group: on its
+// rank 0 every parameter's states in the model's order (what state() lists
+// without sharding), elsewhere nothing.
+NamedState gather_sharded_state(Engine& engine) {
+  const DistributedDataParallel& ddp = *engine.ddp();
+  ProcessGroup& g = ddp.group();
+  Optimizer& opt = engine.optimizer();
+  const std::vector<std::string> suffixes = opt.state_suffixes();
+  std::map<std::string, Tensor> mine;
+  for (auto& [name, t] : opt.state())
+    mine[name] = t;
+  NamedState out;
+  for (Parameter* p : engine.model().parameters()) {
+    const int owner = ddp.owner(*p);
+    for (const std::string& suffix : suffixes) {
+      const std::string name = p->name + suffix;
+      if (g.rank() == 0 && owner == 0) {
+        out.emplace_back(name, mine.at(name));
+      } else if (g.rank() == 0) {
+        Tensor t(p->value.shape(), MemTag::kComm);
+        g.recv(t.data(), t.numel(), owner, kTagCheckpoint);
+        out.emplace_back(name, t);
+      } else if (owner == g.rank()) {
+        const Tensor& t = mine.at(name);
+        g.send(t.data(), t.numel(), 0, kTagCheckpoint);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string save_run_checkpoint(
     const Config& config, Engine& engine, int64_t step) {
   Mesh& mesh = engine.mesh();
+  Optimizer& opt = engine.optimizer();
+  const bool sharded = engine.ddp() && engine.ddp()->shards_optimizer();
+  NamedState state = sharded ? gather_sharded_state(engine) : opt.state();
   // Data-parallel replicas are identical: replica 0's pipeline writes.
   if (mesh.coord("dp") != 0)
     return "";
   Model& model = engine.model();
-  Optimizer& opt = engine.optimizer();
   auto params = model.parameters();
-  NamedState state = opt.state();
   const int k = states_per_param(state, params.size());
   // Whole tensors first: shards gathered to coordinate 0 of the axes that
   // shard them; only the stage's writer goes on.
@@ -318,7 +351,10 @@ int64_t load_run_checkpoint(
   std::map<std::string, const Tensor*> saved_state;
   for (const NamedTensor& t : ck.optimizer)
     saved_state[t.name] = &t.tensor;
+  // The optimizer's own parameters: all of them, or under ZeRO stage 1
+  // those this rank updates.
   NamedState mine = engine.optimizer().state();
+  params = engine.optimizer().parameters();
   const int k = states_per_param(mine, params.size());
   NamedState state;
   for (size_t i = 0; i < params.size(); ++i) {

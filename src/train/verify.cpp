@@ -47,10 +47,13 @@ std::string layout_name(const Config& c) {
         to_string(p.dp_mode),
         p.microbatches);
   }
+  std::string out = buf;
+  if (p.zero == 1)
+    out += " zero=1";
   if (p.sp > 1)
-    return std::string(buf) + " sp=" + std::to_string(p.sp) + " (" +
-           to_string(p.sp_attention) + " attention)";
-  return buf;
+    out += " sp=" + std::to_string(p.sp) + " (" + to_string(p.sp_attention) +
+           " attention)";
+  return out;
 }
 
 // |b - a| / |a|; NaN when either is NaN, so that `!(rel <= tol)` fails.
@@ -126,10 +129,14 @@ class Comparison {
 
   // This rank's sums; `serial[i]` is the serial tensor of parameter i,
   // `grads` selects the layout parameters' gradients instead of values.
+  // `partition`: the `held` lists of the replicas partition the parameters
+  // (ZeRO stage 1's gradients, each held by the rank that updates it), so
+  // every held element counts.
   std::vector<double> local(
       const std::vector<Tensor>& serial,
       const std::vector<Parameter*>& held,
-      bool grads) const {
+      bool grads,
+      bool partition = false) const {
     std::vector<double> s(size_t(size()) * kSums + 1, 0.0);
     for (size_t i = 0; i < serial.size(); ++i) {
       if (!all_finite(serial[i]))
@@ -142,7 +149,7 @@ class Comparison {
           std::cerr << "verify: the layout has parameter '" << p->name
                     << "' that the serial model does not have\n";
         }
-        if (counts_elements(*p, layout_, mesh_))
+        if (partition || counts_elements(*p, layout_, mesh_))
           s.back() += 1;
         continue;
       }
@@ -164,7 +171,7 @@ class Comparison {
         v[kDiff2] += d * d;
         v[kNorm2] += double(x[j]) * x[j];
       }
-      if (counts_elements(*p, layout_, mesh_))
+      if (partition || counts_elements(*p, layout_, mesh_))
         v[kCount] += double(ref.numel());
     }
     return s;
@@ -325,8 +332,16 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   bool stopped = false;
 
   ref.on_grads_ready = [&] { grads_ref = grads_of(ref.model()); };
+  // Under ZeRO stage 1 a gradient is final on the rank that updates it
+  // only: each rank compares those.
+  const bool sharded = par.ddp() && par.ddp()->shards_optimizer();
   par.on_grads_ready = [&] {
-    grad_sums = cmp.local(grads_ref, par.model().parameters(), true);
+    if (sharded) {
+      grad_sums =
+          cmp.local(grads_ref, par.optimizer().parameters(), true, true);
+    } else {
+      grad_sums = cmp.local(grads_ref, par.model().parameters(), true);
+    }
   };
   for (std::unique_ptr<Engine>& floor : floors) {
     Engine* e = floor.get();

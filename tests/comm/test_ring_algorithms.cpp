@@ -1,4 +1,5 @@
-// The MPI backend's ring / pairwise schedules (comm/ring_algorithms.h),
+// The MPI backend's ring / pairwise / chain schedules
+// (comm/ring_algorithms.h),
 // run without MPI: every rank's schedule in lockstep on an in-memory
 // exchange (round k posted on every rank, each send copied into the
 // receive its peer posted for it, round k finished on every rank). Results
@@ -255,6 +256,79 @@ TEST(RingAlgorithms, PairwiseAllToAll) {
             for (int64_t i = 0; i < count; ++i) {
               ASSERT_EQ(out[r][j * count + i], in[j][r * count + i])
                   << "n " << n << " count " << count << " chunk " << chunk;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RingAlgorithms, ChainBroadcastFromEveryRoot) {
+  for (int n : kSizes) {
+    for (int root = 0; root < n; ++root) {
+      for (int64_t count : kCounts) {
+        for (int64_t chunk : kChunkBytes) {
+          std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
+          std::vector<SimRank> ranks(n);
+          for (int r = 0; r < n; ++r) {
+            for (int64_t i = 0; i < count; ++i)
+              bufs[r][i] = value<float>(r, i);
+            ranks[r].schedule = std::make_unique<ChainBroadcast>(
+                sim_group(ranks[r], r, n, chunk), bufs[r].data(), count, root);
+          }
+          run_lockstep(ranks, chunk);
+          for (int r = 0; r < n; ++r) {
+            for (int64_t i = 0; i < count; ++i) {
+              ASSERT_EQ(bufs[r][i], value<float>(root, i))
+                  << "n " << n << " root " << root << " count " << count
+                  << " chunk " << chunk << " rank " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RingAlgorithms, ChainReduceToEveryRootInPlaceAndNot) {
+  for (bool in_place : {false, true}) {
+    for (int n : kSizes) {
+      for (int root = 0; root < n; ++root) {
+        for (int64_t count : kCounts) {
+          for (int64_t chunk : kChunkBytes) {
+            std::vector<std::vector<float>> in(n, std::vector<float>(count));
+            std::vector<float> out(count, -1.0f);
+            std::vector<SimRank> ranks(n);
+            for (int r = 0; r < n; ++r) {
+              for (int64_t i = 0; i < count; ++i)
+                in[r][i] = value<float>(r, i);
+              float* dst = r != root  ? nullptr
+                           : in_place ? in[r].data()
+                                      : out.data();
+              ranks[r].schedule = std::make_unique<ChainReduce>(
+                  sim_group(ranks[r], r, n, chunk),
+                  in[r].data(),
+                  dst,
+                  count,
+                  root);
+            }
+            run_lockstep(ranks, chunk);
+            const std::vector<float>& got = in_place ? in[root] : out;
+            for (int64_t i = 0; i < count; ++i) {
+              // root+1 first, then each rank adds its own, root last.
+              float acc = value<float>((root + 1) % n, i);
+              for (int j = 2; j <= n; ++j)
+                acc = acc + value<float>((root + j) % n, i);
+              ASSERT_EQ(got[i], acc)
+                  << "in_place " << in_place << " n " << n << " root " << root
+                  << " count " << count << " chunk " << chunk << " i " << i;
+            }
+            for (int r = 0; r < n; ++r) {
+              if (r == root && in_place)
+                continue;
+              for (int64_t i = 0; i < count; ++i)
+                ASSERT_EQ(in[r][i], value<float>(r, i)) << "in changed";
             }
           }
         }

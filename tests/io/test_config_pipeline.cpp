@@ -4,7 +4,7 @@
 // round-trips, and every rule of check_pipeline() and
 // check_tensor_parallel() fails with a ConfigError naming the keys and the
 // values at fault (the 1d mode's own rules: tests/parallel,
-// test_tensor_parallel_mode.cpp).
+// test_tensor_parallel_mode.cpp); parallel.zero likewise.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -250,6 +250,26 @@ TEST(ConfigTensorParallel, RejectsWhatCannotSplit) {
   expect_has(
       override_error(gpt(2, {"parallel.tp_mode=4d"})),
       {"parallel.tp_mode", "1d", "2d", "2.5d", "3d"});
+}
+
+TEST(ConfigZero, ValuesAndLayouts) {
+  EXPECT_EQ(load_config("", {}).parallel.zero, 0);
+  EXPECT_EQ(
+      load_config("", {"parallel.dp=2", "parallel.zero=1"}).parallel.zero, 1);
+  // One replica: nothing to shard over, and nothing to reject.
+  EXPECT_NO_THROW(load_config("", {"parallel.zero=1"}));
+  expect_has(override_error({"parallel.zero=2"}), {"parallel.zero", "2"});
+  expect_has(
+      override_error(
+          {"parallel.zero=1", "parallel.dp=2", "parallel.dp_mode=threads"}),
+      {"parallel.zero=1", "parallel.dp_mode=mpi", "threads"});
+  expect_has(
+      override_error(gpt(4, {"parallel.zero=1", "parallel.pp=2"})),
+      {"parallel.zero=1", "data parallelism alone", "pp=2 tp=1 sp=1"});
+  expect_has(
+      override_error(
+          gpt(2, {"parallel.zero=1", "parallel.tp=2", "model.heads=4"})),
+      {"parallel.zero=1", "pp=1 tp=2 sp=1"});
 }
 
 }  // namespace

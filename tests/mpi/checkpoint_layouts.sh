@@ -9,7 +9,9 @@
 # pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D, and 2.5D
 # (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial,
 # and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring)
-# and -> serial.
+# and -> serial, and ZeRO stage 1 (dp=2, optimizer state on the ranks that
+# own each bucket) -> serial, serial -> ZeRO at dp=2 and ZeRO dp=2 -> ZeRO
+# dp=4 (other owners).
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -97,4 +99,14 @@ run 4 "$work/sp2tp2_to_sp4" parallel.sp=4 parallel.sp_attention=ring \
 compare "sp=2 x tp=2 ulysses -> sp=4 ring" "$work/sp2tp2" "$work/sp2tp2_to_sp4" || exit 1
 run 1 "$work/sp2tp2_to_serial" train.resume="$work/sp2tp2/checkpoints/step-3"
 compare "sp=2 x tp=2 ulysses -> serial" "$work/sp2tp2" "$work/sp2tp2_to_serial" || exit 1
+zero=(parallel.zero=1 parallel.bucket_mb=0.01)
+run 2 "$work/zero" parallel.dp=2 "${zero[@]}"
+run 1 "$work/zero_to_serial" train.resume="$work/zero/checkpoints/step-3"
+compare "zero dp=2 -> serial" "$work/zero" "$work/zero_to_serial" || exit 1
+run 2 "$work/serial_to_zero" parallel.dp=2 "${zero[@]}" \
+  train.resume="$work/serial/checkpoints/step-3"
+compare "serial -> zero dp=2" "$work/serial" "$work/serial_to_zero" || exit 1
+run 4 "$work/zero_to_zero4" parallel.dp=4 "${zero[@]}" \
+  train.resume="$work/zero/checkpoints/step-3"
+compare "zero dp=2 -> zero dp=4" "$work/zero" "$work/zero_to_zero4" || exit 1
 echo PASS

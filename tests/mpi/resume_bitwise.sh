@@ -3,8 +3,10 @@
 # in a new process continues bit for bit: every logged loss, learning rate,
 # gradient norm and evaluation of the resumed run equals the uninterrupted
 # run's exactly (JSON numbers print the shortest text that round-trips the
-# double), and the final weights are byte-identical. Serially and at dp=2
-# under mpirun.
+# double), and the final weights are byte-identical. Serially, at dp=2
+# under mpirun, and at dp=2 with ZeRO stage 1 (parallel.zero=1, whose
+# optimizer state is gathered from the ranks that own it and scattered back
+# to them).
 # Usage: resume_bitwise.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -41,44 +43,47 @@ for (step, kind), v in sorted(last.items()):
     print(step, kind, v)' "$1"
 }
 
-case_np() {  # case_np NP
-  local np=$1 full=$work/full$1 cut=$work/cut$1
-  launch "$np" "$full"
-  wait $! || { echo "FAIL (np $np): uninterrupted run"; cat "$full.log"; return 1; }
-  launch "$np" "$cut"
+case_np() {  # case_np NP NAME [ARGS...]
+  local np=$1 name=$2
+  shift 2
+  local full=$work/full$name cut=$work/cut$name
+  launch "$np" "$full" "$@"
+  wait $! || { echo "FAIL ($name): uninterrupted run"; cat "$full.log"; return 1; }
+  launch "$np" "$cut" "$@"
   local job=$! waited=0
   # Kill every rank once the first checkpoint is complete.
   until [[ -f $cut/checkpoints/step-5/manifest.json ]]; do
     sleep 0.01
     waited=$((waited + 1))
     if ((waited > 6000)) || ! kill -0 $job 2>/dev/null; then
-      echo "FAIL (np $np): no checkpoint step-5 appeared while the run lived"
+      echo "FAIL ($name): no checkpoint step-5 appeared while the run lived"
       cat "$cut.log"; return 1
     fi
   done
   pkill -9 -f "run.dir=$cut( |$)"
   wait $job 2>/dev/null
   if [[ -d $cut/checkpoints/step-$steps ]]; then
-    echo "FAIL (np $np): the run finished before it was killed"; return 1
+    echo "FAIL ($name): the run finished before it was killed"; return 1
   fi
   local at
   at=$(ls "$cut/checkpoints" | sed -n 's/^step-\([0-9]*\)$/\1/p' | sort -n | tail -1)
-  launch "$np" "$cut" train.resume=latest
-  wait $! || { echo "FAIL (np $np): resumed run"; cat "$cut.log"; return 1; }
+  launch "$np" "$cut" "$@" train.resume=latest
+  wait $! || { echo "FAIL ($name): resumed run"; cat "$cut.log"; return 1; }
   grep -q "resumed from .* at step $at" "$cut.log" || {
-    echo "FAIL (np $np): no 'resumed from ... at step $at' in the log"
+    echo "FAIL ($name): no 'resumed from ... at step $at' in the log"
     cat "$cut.log"; return 1; }
   if ! diff <(fields "$full") <(fields "$cut") > "$work/diff"; then
-    echo "FAIL (np $np): metrics differ after resuming at step $at:"
+    echo "FAIL ($name): metrics differ after resuming at step $at:"
     head -20 "$work/diff"; return 1
   fi
   if ! cmp "$full/checkpoints/step-$steps/model.safetensors" \
            "$cut/checkpoints/step-$steps/model.safetensors"; then
-    echo "FAIL (np $np): final weights differ"; return 1
+    echo "FAIL ($name): final weights differ"; return 1
   fi
-  echo "np $np: killed after step-$at was written, resumed in a new" \
+  echo "$name: killed after step-$at was written, resumed in a new" \
        "process: $(fields "$full" | wc -l) metrics lines and the final" \
        "weights identical"
 }
 
-case_np 1 && case_np 2 && echo PASS
+case_np 1 np1 && case_np 2 np2 &&
+  case_np 2 np2_zero parallel.zero=1 parallel.bucket_mb=0.01 && echo PASS

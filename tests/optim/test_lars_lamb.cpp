@@ -11,8 +11,10 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "optim/adamw.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
+#include "optim/sgd.h"
 #include "tensor/memory.h"
 #include "test_util.h"
 #include "thread_mesh.h"
@@ -399,6 +401,37 @@ TEST(LarsLamb, ShardedMatchesSerial) {
     check_sharded_matches_serial(make, 2, 2, what);
     check_sharded_matches_serial(make, 4, 2, what);
   }
+}
+
+// state_suffixes() says what state() lists per parameter (the ZeRO
+// checkpoint gather relies on it), for every optimizer.
+TEST(LarsLamb, StateNamesFollowTheSuffixes) {
+  auto check = [](Optimizer& opt) {
+    const auto suffixes = opt.state_suffixes();
+    const NamedState st = opt.state();
+    const auto& params = opt.parameters();
+    ASSERT_EQ(st.size(), params.size() * suffixes.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      for (size_t j = 0; j < suffixes.size(); ++j) {
+        EXPECT_EQ(
+            st[i * suffixes.size() + j].first, params[i]->name + suffixes[j]);
+      }
+    }
+  };
+  Params ps;
+  Lars lars(ps.list(), lars_options(LarsMode::kPaper, 0.9f, 0.01f, 0.1f));
+  Lamb lamb(ps.list(), {});
+  AdamW adamw(ps.list(), {});
+  Sgd sgd(ps.list(), {0.9f, false, 0.0f});
+  Sgd plain(ps.list(), {0.0f, false, 0.0f});
+  for (Optimizer* o :
+       {static_cast<Optimizer*>(&lars),
+        static_cast<Optimizer*>(&lamb),
+        static_cast<Optimizer*>(&adamw),
+        static_cast<Optimizer*>(&sgd),
+        static_cast<Optimizer*>(&plain)})
+    check(*o);
+  EXPECT_TRUE(plain.state_suffixes().empty());
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // assign_buckets is a pure function: every rank must derive the same
 // buckets, in backward order, closing each once it reaches the byte limit.
+// assign_bucket_owners (ZeRO stage 1) likewise: the same owners on every
+// rank, largest bucket first to the least-loaded rank.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "parallel/buckets.h"
 
@@ -38,6 +42,56 @@ TEST(Buckets, EveryParameterExactlyOnce) {
     }
     EXPECT_EQ(next, 57);
     EXPECT_EQ(assign_buckets(sizes, limit).size(), b.size());
+  }
+}
+
+Bucket bucket_of(int64_t numel) {
+  Bucket b;
+  b.params = {0};
+  b.offsets = {0};
+  b.numel = numel;
+  return b;
+}
+
+TEST(BucketOwners, LargestFirstToTheLeastLoadedRank) {
+  // Sizes 50, 30, 40, 20, 10 on 2 ranks: 50 -> 0, 40 -> 1, 30 -> 1 (40 <
+  // 50), 20 -> 0 (50 < 70), 10 -> 0 (70 = 70: lower rank). Loads 80 / 70.
+  std::vector<Bucket> b;
+  for (int64_t n : {50, 30, 40, 20, 10})
+    b.push_back(bucket_of(n));
+  EXPECT_EQ(assign_bucket_owners(b, 2), (std::vector<int>{0, 1, 1, 0, 0}));
+  // Equal sizes: ties go to the lower index and the lower rank.
+  std::vector<Bucket> eq(5, bucket_of(7));
+  EXPECT_EQ(assign_bucket_owners(eq, 3), (std::vector<int>{0, 1, 2, 0, 1}));
+  // One rank owns everything; more ranks than buckets leaves some idle.
+  EXPECT_EQ(assign_bucket_owners(b, 1), (std::vector<int>{0, 0, 0, 0, 0}));
+  EXPECT_EQ(
+      assign_bucket_owners({bucket_of(3), bucket_of(9)}, 4),
+      (std::vector<int>{1, 0}));
+}
+
+TEST(BucketOwners, BalancedWithinTheLargestBucket) {
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 57; ++i)
+    sizes.push_back(1 + (i * 37) % 101);
+  for (int64_t limit : {64, 1000, 4000}) {
+    auto b = assign_buckets(sizes, limit);
+    int64_t largest = 0;
+    for (const Bucket& bk : b)
+      largest = std::max(largest, bk.numel);
+    for (int ranks : {2, 3, 4}) {
+      auto owner = assign_bucket_owners(b, ranks);
+      ASSERT_EQ(owner.size(), b.size());
+      std::vector<int64_t> load(ranks, 0);
+      for (size_t k = 0; k < b.size(); ++k) {
+        ASSERT_GE(owner[k], 0);
+        ASSERT_LT(owner[k], ranks);
+        load[owner[k]] += b[k].numel;
+      }
+      auto [lo, hi] = std::minmax_element(load.begin(), load.end());
+      EXPECT_LE(*hi - *lo, largest) << "limit " << limit << " ranks " << ranks;
+      EXPECT_EQ(assign_bucket_owners(b, ranks), owner);
+    }
   }
 }
 

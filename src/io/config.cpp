@@ -706,8 +706,8 @@ void check_pipeline(const Config& c) {
   }
 }
 
-// ZeRO stage 1 shards the optimizer over the ranks of plain data
-// parallelism only.
+// ZeRO stage 1 shards each pipeline stage's optimizer over its
+// data-parallel ranks; not yet with tensor or sequence parallelism.
 void check_zero(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.zero == 0)
@@ -719,12 +719,10 @@ void check_zero(const Config& c) {
       "ranks: it needs parallel.dp_mode=mpi, got ",
       to_string(p.dp_mode));
   NDT_CHECK(
-      p.pp == 1 && p.tp == 1 && p.sp == 1,
+      p.tp == 1 && p.sp == 1,
       ConfigError,
-      "parallel.zero=1 is supported with data parallelism alone "
-      "(parallel.pp, parallel.tp and parallel.sp = 1), got pp=",
-      p.pp,
-      " tp=",
+      "parallel.zero=1 is supported with data and pipeline parallelism "
+      "(parallel.tp and parallel.sp = 1), got tp=",
       p.tp,
       " sp=",
       p.sp);

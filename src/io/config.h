@@ -262,7 +262,7 @@ struct ParallelConfig {
   int zero = 0;  // parallel.zero: 0 | 1 (ZeRO stage 1: each gradient bucket's
                  // optimizer state and update on one data-parallel rank,
                  // which broadcasts the updated parameters; dp_mode=mpi,
-                 // with pp, tp and sp = 1)
+                 // with tp and sp = 1)
   // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
   int pp = 1;         // parallel.pp >= 1: pipeline stages (ranks per pipeline)
   int pp_chunks = 1;  // parallel.pp_chunks >= 1: model chunks per pipeline

@@ -10,8 +10,9 @@
 # (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial,
 # and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring)
 # and -> serial, and ZeRO stage 1 (dp=2, optimizer state on the ranks that
-# own each bucket) -> serial, serial -> ZeRO at dp=2 and ZeRO dp=2 -> ZeRO
-# dp=4 (other owners).
+# own each bucket) -> serial, serial -> ZeRO at dp=2, ZeRO dp=2 -> ZeRO
+# dp=4 (other owners), ZeRO dp=2 x pp=2 -> serial, and ZeRO dp=2 with one
+# bucket per stage (rank 1 owns nothing) -> serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -109,4 +110,11 @@ compare "serial -> zero dp=2" "$work/serial" "$work/serial_to_zero" || exit 1
 run 4 "$work/zero_to_zero4" parallel.dp=4 "${zero[@]}" \
   train.resume="$work/zero/checkpoints/step-3"
 compare "zero dp=2 -> zero dp=4" "$work/zero" "$work/zero_to_zero4" || exit 1
+run 4 "$work/zero_pp" parallel.dp=2 parallel.pp=2 parallel.microbatches=2 \
+  "${zero[@]}"
+run 1 "$work/zero_pp_to_serial" train.resume="$work/zero_pp/checkpoints/step-3"
+compare "zero dp=2 x pp=2 -> serial" "$work/zero_pp" "$work/zero_pp_to_serial" || exit 1
+run 2 "$work/zero_one" parallel.dp=2 parallel.zero=1
+run 1 "$work/zero_one_to_serial" train.resume="$work/zero_one/checkpoints/step-3"
+compare "zero dp=2, one bucket -> serial" "$work/zero_one" "$work/zero_one_to_serial" || exit 1
 echo PASS

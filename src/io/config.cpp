@@ -706,8 +706,9 @@ void check_pipeline(const Config& c) {
   }
 }
 
-// ZeRO stage 1 shards each pipeline stage's optimizer over its
-// data-parallel ranks; not yet with tensor or sequence parallelism.
+// ZeRO stage 1 shards the optimizer over the ranks whose gradients the
+// data-parallel sync sums (dp, sequence-parallel and 2.5D depth ranks), in
+// every layout of MPI ranks.
 void check_zero(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.zero == 0)
@@ -718,14 +719,6 @@ void check_zero(const Config& c) {
       "parallel.zero=1 shards the optimizer state over data-parallel MPI "
       "ranks: it needs parallel.dp_mode=mpi, got ",
       to_string(p.dp_mode));
-  NDT_CHECK(
-      p.tp == 1 && p.sp == 1,
-      ConfigError,
-      "parallel.zero=1 is supported with data and pipeline parallelism "
-      "(parallel.tp and parallel.sp = 1), got tp=",
-      p.tp,
-      " sp=",
-      p.sp);
 }
 
 // Rules between keys, checked once every key is read.

@@ -261,8 +261,7 @@ struct ParallelConfig {
   float bucket_mb = 4.0f;  // parallel.bucket_mb > 0: gradient bucket size (MiB)
   int zero = 0;  // parallel.zero: 0 | 1 (ZeRO stage 1: each gradient bucket's
                  // optimizer state and update on one data-parallel rank,
-                 // which broadcasts the updated parameters; dp_mode=mpi,
-                 // with tp and sp = 1)
+                 // which broadcasts the updated parameters; dp_mode=mpi)
   // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
   int pp = 1;         // parallel.pp >= 1: pipeline stages (ranks per pipeline)
   int pp_chunks = 1;  // parallel.pp_chunks >= 1: model chunks per pipeline

@@ -34,6 +34,30 @@ std::string axes_text(const std::vector<MeshAxis>& axes) {
   return s;
 }
 
+// ZeRO stage 1 with tensor parallelism: the optimizer sums per-parameter
+// norms over the tensor-parallel axes, so the ranks of those axes must
+// update the same parameters. Their blocks have equal shapes (shards are
+// even), hence equal buckets and owners; checked since a mismatch would
+// pair collectives of different sizes. Collective over `peers`.
+void check_same_owners(
+    const DistributedDataParallel& ddp, Model& model, ProcessGroup& peers) {
+  std::vector<double> hi, lo;
+  for (Parameter* p : model.parameters()) {
+    hi.push_back(ddp.owner(*p));
+    lo.push_back(-hi.back());
+  }
+  const int64_t n = static_cast<int64_t>(hi.size());
+  peers.all_reduce(hi.data(), n, ReduceOp::kMax);
+  peers.all_reduce(lo.data(), n, ReduceOp::kMax);
+  for (int64_t i = 0; i < n; ++i) {
+    NDT_ASSERT(
+        hi[i] == -lo[i],
+        "ZeRO stage 1: tensor-parallel ranks assign parameter '",
+        model.parameters()[i]->name,
+        "' to different data-parallel owners");
+  }
+}
+
 }  // namespace
 
 Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
@@ -102,18 +126,26 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   }
   if (!NDT_FAULT(kSpSkipGradReduce))
     candidates.push_back("sp");
-  std::vector<std::string> grad_axes;  // those with more than one rank
   for (const std::string& a : candidates) {
     if (mesh.size(a) > 1)
-      grad_axes.push_back(a);
+      grad_axes_.push_back(a);
   }
-  if (!threads_ && !grad_axes.empty()) {
+  if (!threads_ && !grad_axes_.empty()) {
     ddp_ = std::make_unique<DistributedDataParallel>(
         *replicas_[0],
-        mesh.group(grad_axes),
+        mesh.group(grad_axes_),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)),
         p.zero == 1);
     ddp_->check_replicas_identical();
+    std::vector<std::string> peers;  // the other axes but the pipeline's
+    for (const std::string& a : mesh.names()) {
+      if (a != "pp" && mesh.size(a) > 1 &&
+          std::find(grad_axes_.begin(), grad_axes_.end(), a) ==
+              grad_axes_.end())
+        peers.push_back(a);
+    }
+    if (ddp_->shards_optimizer() && !peers.empty())
+      check_same_owners(*ddp_, *replicas_[0], mesh.group(peers));
   }
   // ZeRO stage 1: this rank updates (and keeps state for) its buckets only.
   opt_ = make_optimizer(

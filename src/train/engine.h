@@ -106,6 +106,11 @@ class Engine {
   // but those that shard it and the pipeline axis (whose ranks hold
   // different parameters).
   std::vector<std::string> replica_axes(const Parameter& p) const;
+  // The mesh axes (with more than one rank) over which the data-parallel
+  // gradient sync sums: dp, the mode's replica axes and sp.
+  const std::vector<std::string>& grad_axes() const {
+    return grad_axes_;
+  }
   // Blocks per virtual pipeline stage (empty without a pipeline).
   const std::vector<int>& stage_blocks() const {
     return stage_blocks_;
@@ -157,6 +162,7 @@ class Engine {
   std::unique_ptr<DistributedDataParallel> ddp_;
   LrScheduleOptions schedule_;
   AxisSumFn sum_axes_;                   // null when no parameter is sharded
+  std::vector<std::string> grad_axes_;   // see grad_axes()
   bool threads_ = false;                 // parallel.dp_mode=threads with dp > 1
   int dp_ = 1;                           // replicas in the layout
   int sp_ = 1;                           // sequence-parallel ranks per replica

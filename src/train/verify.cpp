@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -89,9 +90,15 @@ enum Sum {
 
 // Does this rank count its block of `p` towards the job-wide element
 // count? Shards are counted once each: a replica counts only where its
-// coordinate on every axis that replicates p is 0.
-bool counts_elements(const Parameter& p, const Engine& engine, Mesh& mesh) {
+// coordinate on every axis that replicates p is 0. `partition`: the ranks
+// of the gradient sync's axes hold disjoint parameters (ZeRO stage 1), so
+// only the other replica axes (tensor-parallel ones) hold copies.
+bool counts_elements(
+    const Parameter& p, const Engine& engine, Mesh& mesh, bool partition) {
+  const std::vector<std::string>& sync = engine.grad_axes();
   for (const std::string& axis : engine.replica_axes(p)) {
+    if (partition && std::find(sync.begin(), sync.end(), axis) != sync.end())
+      continue;
     if (mesh.coord(axis) != 0)
       return false;
   }
@@ -131,7 +138,7 @@ class Comparison {
   // `grads` selects the layout parameters' gradients instead of values.
   // `partition`: the `held` lists of the replicas partition the parameters
   // (ZeRO stage 1's gradients, each held by the rank that updates it), so
-  // every held element counts.
+  // copies exist only over the tensor-parallel axes.
   std::vector<double> local(
       const std::vector<Tensor>& serial,
       const std::vector<Parameter*>& held,
@@ -149,7 +156,7 @@ class Comparison {
           std::cerr << "verify: the layout has parameter '" << p->name
                     << "' that the serial model does not have\n";
         }
-        if (partition || counts_elements(*p, layout_, mesh_))
+        if (counts_elements(*p, layout_, mesh_, partition))
           s.back() += 1;
         continue;
       }
@@ -171,7 +178,7 @@ class Comparison {
         v[kDiff2] += d * d;
         v[kNorm2] += double(x[j]) * x[j];
       }
-      if (partition || counts_elements(*p, layout_, mesh_))
+      if (counts_elements(*p, layout_, mesh_, partition))
         v[kCount] += double(ref.numel());
     }
     return s;

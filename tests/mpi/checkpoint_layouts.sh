@@ -11,8 +11,10 @@
 # and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring)
 # and -> serial, and ZeRO stage 1 (dp=2, optimizer state on the ranks that
 # own each bucket) -> serial, serial -> ZeRO at dp=2, ZeRO dp=2 -> ZeRO
-# dp=4 (other owners), ZeRO dp=2 x pp=2 -> serial, and ZeRO dp=2 with one
-# bucket per stage (rank 1 owns nothing) -> serial.
+# dp=4 (other owners), ZeRO dp=2 x pp=2 -> serial, ZeRO dp=2 with one
+# bucket per stage (rank 1 owns nothing) -> serial, ZeRO dp=2 x tp=2 ->
+# serial and back, and ZeRO over sequence-parallel ranks (sp=2 x tp=2) ->
+# serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -117,4 +119,15 @@ compare "zero dp=2 x pp=2 -> serial" "$work/zero_pp" "$work/zero_pp_to_serial" |
 run 2 "$work/zero_one" parallel.dp=2 parallel.zero=1
 run 1 "$work/zero_one_to_serial" train.resume="$work/zero_one/checkpoints/step-3"
 compare "zero dp=2, one bucket -> serial" "$work/zero_one" "$work/zero_one_to_serial" || exit 1
+run 4 "$work/zero_tp" parallel.dp=2 parallel.tp=2 "${zero[@]}"
+run 1 "$work/zero_tp_to_serial" train.resume="$work/zero_tp/checkpoints/step-3"
+compare "zero dp=2 x tp=2 -> serial" "$work/zero_tp" "$work/zero_tp_to_serial" || exit 1
+run 4 "$work/serial_to_zero_tp" parallel.dp=2 parallel.tp=2 "${zero[@]}" \
+  train.resume="$work/serial/checkpoints/step-3"
+compare "serial -> zero dp=2 x tp=2" "$work/serial" "$work/serial_to_zero_tp" || exit 1
+run 4 "$work/zero_sptp" parallel.sp=2 parallel.tp=2 \
+  parallel.sp_attention=ulysses "${zero[@]}"
+run 1 "$work/zero_sptp_to_serial" \
+  train.resume="$work/zero_sptp/checkpoints/step-3"
+compare "zero sp=2 x tp=2 -> serial" "$work/zero_sptp" "$work/zero_sptp_to_serial" || exit 1
 echo PASS

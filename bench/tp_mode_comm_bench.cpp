@@ -39,6 +39,7 @@
 #include "io/config.h"
 #include "parallel/tensor_parallel_mode.h"
 #include "plan/activation_memory.h"
+#include "plan/ddp_comm.h"
 #include "plan/model_shape.h"
 #include "plan/rank_memory.h"
 #include "plan/step_comm.h"
@@ -73,7 +74,10 @@ int measure(ProcessGroup& world, const Config& config) {
   for (const std::string& g : mesh.group_names())
     mesh.named_group(g).reset_comm_ledger();
   engine.step(0);
-  const StepComm want = step_comm(config, mesh.coord("pp"));
+  // Under ZeRO stage 1 the rank's place in the gradient sync picks the
+  // buckets it updates.
+  const int sync_rank = engine.ddp() ? engine.ddp()->group().rank() : 0;
+  const StepComm want = step_comm(config, mesh.coord("pp"), sync_rank);
   double err = 0;
   int64_t total = 0, planned = 0;
   std::vector<std::string> lines;
@@ -149,11 +153,28 @@ int measure(ProcessGroup& world, const Config& config) {
     // formula's tensors, each a block of its own (live after the step;
     // gradients held in data-parallel buckets are blocked differently).
     const MemoryStats m = memory_stats();
-    const RankMemory rm = rank_memory(config, mesh.coord("pp"));
-    int64_t blocks = 0;
-    for (const ModuleShape& mod : shape.modules) {
-      for (const ParamShape& q : mod.params)
-        blocks += static_cast<int64_t>(mem_block_bytes(4 * q.numel_local));
+    const RankMemory rm = rank_memory(config, mesh.coord("pp"), sync_rank);
+    // Under ZeRO stage 1 the optimizer's tensors are those of the
+    // parameters this rank updates.
+    std::vector<std::vector<bool>> updated;
+    if (p.zero == 1 && grad_sync_ranks(config) > 1) {
+      updated = zero_updated_params(
+          shape,
+          {},
+          static_cast<int64_t>(p.bucket_mb * (1 << 20)),
+          grad_sync_ranks(config),
+          sync_rank);
+    }
+    int64_t blocks = 0, optim_blocks = 0;
+    for (size_t m = 0; m < shape.modules.size(); ++m) {
+      const std::vector<ParamShape>& ps = shape.modules[m].params;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const auto b =
+            static_cast<int64_t>(mem_block_bytes(4 * ps[i].numel_local));
+        blocks += b;
+        if (updated.empty() || updated[m][i])
+          optim_blocks += b;
+      }
     }
     const int64_t states = optimizer_states_per_param(config.optim.name);
     // Every block's forward state at once (the bulk of the step's
@@ -185,7 +206,7 @@ int measure(ProcessGroup& world, const Config& config) {
         live(MemTag::kGrads),
         static_cast<long long>(blocks),
         live(MemTag::kOptim),
-        static_cast<long long>(states * blocks),
+        static_cast<long long>(states * optim_blocks),
         static_cast<long long>(acts_peak),
         static_cast<long long>(blocks_acts),
         static_cast<long long>(step_acts),

@@ -1,5 +1,7 @@
 #include "plan/ddp_comm.h"
 
+#include <utility>
+
 #include "parallel/buckets.h"
 
 namespace ndt {
@@ -9,22 +11,39 @@ bool holds(const std::vector<bool>& held, int m) {
   return held.empty() || held.at(m);
 }
 
+// The held parameters in backward order (head first; within a module,
+// its parameters in reverse), as (module, index in the module).
+std::vector<std::pair<int, int>> backward_order(
+    const ModelShape& shape, const std::vector<bool>& held) {
+  std::vector<std::pair<int, int>> out;
+  for (int m = shape.head(); m >= 0; --m) {
+    if (!holds(held, m))
+      continue;
+    const int n = static_cast<int>(shape.modules[m].params.size());
+    for (int i = n - 1; i >= 0; --i)
+      out.emplace_back(m, i);
+  }
+  return out;
+}
+
+std::vector<Bucket> buckets_of(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes) {
+  std::vector<int64_t> numels;
+  for (const auto& [m, i] : backward_order(shape, held))
+    numels.push_back(shape.modules[m].params[i].numel_local);
+  return assign_buckets(numels, bucket_bytes);
+}
+
 }  // namespace
 
 std::vector<int64_t> ddp_bucket_numels(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int64_t bucket_bytes) {
-  std::vector<int64_t> numels;
-  for (int m = shape.head(); m >= 0; --m) {
-    if (!holds(held, m))
-      continue;
-    const std::vector<ParamShape>& ps = shape.modules[m].params;
-    for (auto it = ps.rbegin(); it != ps.rend(); ++it)
-      numels.push_back(it->numel_local);
-  }
   std::vector<int64_t> out;
-  for (const Bucket& b : assign_buckets(numels, bucket_bytes))
+  for (const Bucket& b : buckets_of(shape, held, bucket_bytes))
     out.push_back(b.numel);
   return out;
 }
@@ -33,13 +52,41 @@ CommVolume ddp_step_comm(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int dp,
-    int64_t bucket_bytes) {
+    int64_t bucket_bytes,
+    bool zero) {
   CommVolume v;
   if (dp <= 1)
     return v;
-  for (int64_t n : ddp_bucket_numels(shape, held, bucket_bytes))
-    v.add(OpType::kAllReduce, 1, n);
+  for (int64_t n : ddp_bucket_numels(shape, held, bucket_bytes)) {
+    if (zero) {
+      v.add(OpType::kReduce, 1, n);
+      v.add(OpType::kBroadcast, 1, n);
+    } else {
+      v.add(OpType::kAllReduce, 1, n);
+    }
+  }
   return v;
+}
+
+std::vector<std::vector<bool>> zero_updated_params(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank) {
+  std::vector<std::vector<bool>> out;
+  for (const ModuleShape& m : shape.modules)
+    out.emplace_back(m.params.size(), false);
+  const std::vector<std::pair<int, int>> order = backward_order(shape, held);
+  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (owners[b] != rank)
+      continue;
+    for (int k : buckets[b].params)
+      out[order[k].first][order[k].second] = true;
+  }
+  return out;
 }
 
 CommVolume ddp_startup_comm(

@@ -2,8 +2,9 @@
 // units (comm_volume.h).
 //
 // Distributed data parallel (parallel/ddp.h) all-reduces each gradient
-// bucket once per step on the dp group; the buckets are those of the pure
-// assign_buckets() (parallel/buckets.h) over the held parameters' local
+// bucket once per step on the dp group (ZeRO stage 1: reduces it to its
+// owner, which broadcasts the updated values); the buckets are those of the
+// pure assign_buckets() (parallel/buckets.h) over the held parameters' local
 // sizes in backward order (head first; within a module, its parameters
 // in reverse), so the plan and the run cut the same buckets.
 // Single-process data parallel (parallel.dp_mode=threads) broadcasts every
@@ -29,12 +30,25 @@ std::vector<int64_t> ddp_bucket_numels(
     int64_t bucket_bytes);
 
 // One step (any number of accumulated micro-batches): one fp32 all-reduce
-// per bucket. Empty for dp <= 1.
+// per bucket; under ZeRO stage 1 (`zero`) a reduce to the bucket's owner
+// and, after the update, a broadcast from it. Empty for dp <= 1.
 CommVolume ddp_step_comm(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int dp,
-    int64_t bucket_bytes);
+    int64_t bucket_bytes,
+    bool zero = false);
+
+// ZeRO stage 1: per module and parameter (declaration order), whether the
+// rank at position `rank` of the gradient sync's `ranks` updates it, as
+// DistributedDataParallel assigns owners to its buckets
+// (assign_bucket_owners); false for the modules not held.
+std::vector<std::vector<bool>> zero_updated_params(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank);
 
 // DistributedDataParallel::check_replicas_identical() at start-up: two
 // fp64 all-reduces (max, -min) of 2 values per held parameter.

@@ -1,7 +1,9 @@
 #include "plan/rank_memory.h"
 
 #include "base/check.h"
+#include "plan/ddp_comm.h"
 #include "plan/pipeline_comm.h"
+#include "plan/step_comm.h"
 
 namespace ndt {
 
@@ -30,7 +32,7 @@ RankMemory rank_memory(
   return r;
 }
 
-RankMemory rank_memory(const Config& config, int pp_rank) {
+RankMemory rank_memory(const Config& config, int pp_rank, int sync_rank) {
   const ParallelConfig& p = config.parallel;
   const ModelShape shape = model_shape(config.model, p);
   std::vector<bool> held;
@@ -41,7 +43,26 @@ RankMemory rank_memory(const Config& config, int pp_rank) {
     pl.split = p.pp_split;
     held = held_modules(shape, pl, pp_rank);
   }
-  return rank_memory(shape, held, config.optim.name);
+  RankMemory r = rank_memory(shape, held, config.optim.name);
+  const int ranks = grad_sync_ranks(config);
+  if (p.zero == 1 && ranks > 1) {
+    // ZeRO stage 1: state for the parameters this rank updates only.
+    const auto updated = zero_updated_params(
+        shape,
+        held,
+        static_cast<int64_t>(p.bucket_mb * (1 << 20)),
+        ranks,
+        sync_rank);
+    int64_t n = 0;
+    for (int m = 0; m < shape.num_modules(); ++m) {
+      for (size_t i = 0; i < updated[m].size(); ++i) {
+        if (updated[m][i])
+          n += shape.modules[m].params[i].numel_local;
+      }
+    }
+    r.optimizer = optimizer_states_per_param(config.optim.name) * n;
+  }
+  return r;
 }
 
 }  // namespace ndt

@@ -40,13 +40,26 @@ void add(StepComm& s, const GroupPasses& passes, int64_t k, bool fwd_only) {
 
 }  // namespace
 
+int grad_sync_ranks(const Config& config) {
+  const ParallelConfig& p = config.parallel;
+  int ranks = p.dp_mode == DpMode::kThreads ? 1 : p.dp;
+  const auto mode = make_tensor_parallel_mode(config);
+  for (const std::string& a : mode->replica_axes()) {
+    for (const MeshAxis& m : mode->axes()) {
+      if (m.name == a)
+        ranks *= m.size;
+    }
+  }
+  return ranks * p.sp;
+}
+
 const CommVolume& StepComm::at(const std::string& group) const {
   static const CommVolume kEmpty;
   const auto it = groups.find(group);
   return it == groups.end() ? kEmpty : it->second;
 }
 
-StepComm step_comm(const Config& config, int pp_rank) {
+StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
   const ParallelConfig& p = config.parallel;
   const bool threads = p.dp_mode == DpMode::kThreads && p.dp > 1;
   const int dp = threads ? 1 : p.dp;
@@ -101,14 +114,43 @@ StepComm step_comm(const Config& config, int pp_rank) {
       add(s, module_comm(m), p.microbatches, false);
   }
 
-  // Norms: per set of shard axes, one value per held parameter.
+  // The gradients' sync over the replicas: dp and the mode's replica axes
+  // (TensorParallelMode says which) and sp.
+  const auto mode = make_tensor_parallel_mode(config);
+  std::vector<std::string> grad_axes;
+  if (dp > 1)
+    grad_axes.push_back("dp");
+  for (const std::string& a : mode->replica_axes())
+    grad_axes.push_back(a);
+  if (p.sp > 1)
+    grad_axes.push_back("sp");
+  const int grad_ranks = grad_sync_ranks(config);
+  const int64_t bucket_bytes = static_cast<int64_t>(p.bucket_mb * (1 << 20));
+  // ZeRO stage 1: the optimizer holds the parameters this rank updates.
+  const bool zero = p.zero == 1 && grad_ranks > 1;
+  std::vector<std::vector<bool>> updated;
+  if (zero) {
+    NDT_ASSERT(
+        sync_rank >= 0 && sync_rank < grad_ranks,
+        "step_comm: rank ",
+        sync_rank,
+        " of a gradient sync of ",
+        grad_ranks,
+        " ranks");
+    updated =
+        zero_updated_params(shape, held, bucket_bytes, grad_ranks, sync_rank);
+  }
+
+  // Norms: per set of shard axes, one value per parameter the optimizer
+  // holds; under ZeRO the sum of squares also over the sync's ranks.
   std::map<std::vector<std::string>, int64_t> sets;
   for (int m = 0; m < shape.num_modules(); ++m) {
     if (!held[m])
       continue;
-    for (const ParamShape& q : shape.modules[m].params) {
-      if (!q.shard_axes.empty())
-        ++sets[q.shard_axes];
+    const std::vector<ParamShape>& ps = shape.modules[m].params;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (!ps[i].shard_axes.empty() && (!zero || updated[m][i]))
+        ++sets[ps[i].shard_axes];
     }
   }
   for (const auto& [axes, n] : sets) {
@@ -117,32 +159,15 @@ StepComm step_comm(const Config& config, int pp_rank) {
     if (uses_layer_norms(config.optim.name))
       g.add(OpType::kAllReduce, 1, 2 * n, kFp64Bytes);
   }
-
-  // Gradients over the replicas: dp and the mode's replica axes; the loss
-  // over the mode's sample axes (TensorParallelMode says which).
-  const auto mode = make_tensor_parallel_mode(config);
-  std::map<std::string, int> axis_size;
-  for (const MeshAxis& a : mode->axes())
-    axis_size[a.name] = a.size;
-  std::vector<std::string> grad_axes;
-  if (dp > 1)
-    grad_axes.push_back("dp");
-  int grad_ranks = dp;
-  for (const std::string& a : mode->replica_axes()) {
-    grad_axes.push_back(a);
-    grad_ranks *= axis_size.at(a);
-  }
-  if (p.sp > 1) {
-    grad_axes.push_back("sp");
-    grad_ranks *= p.sp;
-  }
   if (grad_ranks > 1) {
-    s.groups[joined(grad_axes)] += ddp_step_comm(
-        shape, held, grad_ranks, static_cast<int64_t>(p.bucket_mb * (1 << 20)));
+    CommVolume& g = s.groups[joined(grad_axes)];
+    g += ddp_step_comm(shape, held, grad_ranks, bucket_bytes, zero);
+    if (zero)
+      g.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   }
   // The step's loss (sum, count), over the pipeline, the replicas and the
-  // mode's sample axes; every axis is a group, so also where it has one
-  // rank.
+  // mode's sample axes (TensorParallelMode says which); every axis is a
+  // group, so also where it has one rank.
   s.groups["pp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   s.groups["dp"].add(OpType::kAllReduce, 1, 2, kFp64Bytes);
   for (const std::string& a : mode->sample_axes())

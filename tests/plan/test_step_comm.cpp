@@ -18,7 +18,9 @@
 // inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2),
 // distributed data parallel over the dp group (several buckets, gradient
 // accumulation), pipelines (every schedule, interleaved chunks, recompute), and
-// their products. Single- process data parallel (dp_mode threads) is not: its
+// their products, and ZeRO stage 1 in each kind of layout (the
+// optimizer's norms and state on the buckets each rank updates). Single-
+// process data parallel (dp_mode threads) is not: its
 // group lives inside Engine::step, so no ledger can be read (see
 // test_model_shape.cpp for its formula's inputs).
 #include <gtest/gtest.h>
@@ -71,7 +73,8 @@ const std::vector<std::string> kMlp = {
 
 struct RankResult {
   int pp_rank = 0;
-  CommVolume startup;                      // the gradient reduction's group
+  int sync_rank = 0;   // in the gradient sync's group (ZeRO's owners)
+  CommVolume startup;  // the gradient reduction's group
   std::map<std::string, CommVolume> step;  // every group of the mesh
   RankMemory memory;
 };
@@ -120,6 +123,8 @@ void check_layout(const Config& config) {
     Engine engine(config, data, mesh);
     RankResult& r = got[pg.rank()];
     r.pp_rank = mesh.coord("pp");
+    if (engine.ddp())
+      r.sync_rank = engine.ddp()->group().rank();
     r.startup = ledger(mesh.named_group(grad_group(p)));
     for (const std::string& name : mesh.group_names())
       mesh.named_group(name).reset_comm_ledger();
@@ -139,7 +144,7 @@ void check_layout(const Config& config) {
     SCOPED_TRACE(
         "rank " + std::to_string(w) + " (pp rank " + std::to_string(r.pp_rank) +
         ")");
-    const StepComm want = step_comm(config, r.pp_rank);
+    const StepComm want = step_comm(config, r.pp_rank, r.sync_rank);
     for (const auto& [name, v] : r.step) {
       EXPECT_EQ(v, want.at(name)) << name << ": measured " << to_string(v)
                                   << ", plan " << to_string(want.at(name));
@@ -162,7 +167,7 @@ void check_layout(const Config& config) {
     EXPECT_EQ(r.startup, start)
         << "start-up on " << grad_group(p) << ": measured "
         << to_string(r.startup) << ", plan " << to_string(start);
-    EXPECT_EQ(r.memory, rank_memory(config, r.pp_rank));
+    EXPECT_EQ(r.memory, rank_memory(config, r.pp_rank, r.sync_rank));
   }
 }
 
@@ -361,6 +366,47 @@ std::vector<Case> cases() {
         "parallel.microbatches=2"}});
   return out;
 }
+
+// ZeRO stage 1 (small buckets, so that every rank owns some): per rank
+// the buckets it updates, in each kind of layout.
+std::vector<Case> zero_cases() {
+  const std::vector<std::string> z = {
+      "parallel.zero=1", "parallel.bucket_mb=0.01", "train.batch_size=16"};
+  auto with = [&](std::vector<std::string> l) {
+    l.insert(l.end(), z.begin(), z.end());
+    return l;
+  };
+  return {
+      {"zero_mlp_dp2", &kMlp, with({"parallel.dp=2"})},
+      {"zero_gpt_dp4_lamb", &kGpt, with({"parallel.dp=4", "optim.name=lamb"})},
+      {"zero_vit_dp2_tp2_lamb",
+       &kVit,
+       with({"parallel.dp=2", "parallel.tp=2", "optim.name=lamb"})},
+      {"zero_gpt_dp2_pp2",
+       &kGpt,
+       with({"parallel.dp=2", "parallel.pp=2", "parallel.microbatches=2"})},
+      {"zero_gpt_tp2p5d",
+       &kGpt,
+       with(
+           {"parallel.tp=8",
+            "parallel.tp_mode=2.5d",
+            "parallel.tp_depth=2",
+            "model.heads=8"})},
+      {"zero_gpt_dp2_sp2_tp2_ulysses",
+       &kGpt,
+       with(
+           {"parallel.dp=2",
+            "parallel.sp=2",
+            "parallel.tp=2",
+            "parallel.sp_attention=ulysses"})},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zero,
+    StepCommTest,
+    ::testing::ValuesIn(zero_cases()),
+    [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, StepCommTest, ::testing::ValuesIn(cases()), [](const auto& info) {

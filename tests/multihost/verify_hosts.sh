@@ -7,7 +7,9 @@
 #      its messages) at 4 ranks across the hosts;
 #   3. `ndtrain verify` passes for the MLP at dp=4 (2 ranks per host) and
 #      for GPT at dp=2 x pp=2 with the pipeline's two stages on different
-#      hosts (--map-by node), and bytes cross the hosts' links.
+#      hosts (--map-by node), and for the GPT at dp=4 under ZeRO stage 1
+#      (gradients reduced to and parameters broadcast from owners on both
+#      hosts), and bytes cross the hosts' links.
 # The bed is removed on exit.
 # Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
 set -u
@@ -81,4 +83,6 @@ run_verify mlp_dp4 -np 4 -- -c "$src/configs/verify/mlp.yaml" parallel.dp=4
 run_verify gpt_dp2_pp2 --map-by node -np 4 -- -c "$src/configs/verify/gpt.yaml" \
   model.depth=4 train.batch_size=24 parallel.dp=2 parallel.pp=2 \
   parallel.microbatches=3
+run_verify gpt_zero_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
+  parallel.dp=4 parallel.zero=1 parallel.bucket_mb=0.01
 echo PASS

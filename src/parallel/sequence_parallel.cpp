@@ -16,21 +16,18 @@ void check_sequence_parallel(const Config& c) {
       p.sp,
       ": model.kind mlp has no token sequence to split; use model.kind vit "
       "or gpt, or parallel.sp=1");
-  // With tensor parallelism: Ulysses' head split inside 1D's (the other
-  // cores need every head's K and V of a token on one rank).
+  // With tensor parallelism: 1D's head split without its token split
+  // (every core then runs on each tensor-parallel rank's heads).
   NDT_CHECK(
-      p.tp == 1 || (p.sp_attention == SpAttention::kUlysses &&
-                    p.tp_mode == TpMode::k1d && !p.tp_seq),
+      p.tp == 1 || (p.tp_mode == TpMode::k1d && !p.tp_seq),
       ConfigError,
       "parallel.sp=",
       p.sp,
       " with parallel.tp=",
       p.tp,
       ": sequence parallelism combines with tensor parallelism only as "
-      "parallel.sp_attention=ulysses with parallel.tp_mode=1d and "
-      "parallel.tp_seq=false (this config: sp_attention=",
-      to_string(p.sp_attention),
-      ", tp_mode=",
+      "parallel.tp_mode=1d with parallel.tp_seq=false (this config: "
+      "tp_mode=",
       to_string(p.tp_mode),
       ", tp_seq=",
       p.tp_seq ? "true" : "false",

@@ -70,9 +70,6 @@ SpBuilder::SpBuilder(
     ProcessGroup& tp)
     : sp_(sp), attention_(attention), shard_(shard), tp_(tp) {
   if (tp.size() > 1) {
-    NDT_ASSERT(
-        attention == SpAttention::kUlysses,
-        "sequence parallelism with tp: ulysses only");
     per_token_ = std::make_unique<Tp1dBuilder>(tp, false, shard.T_local());
   } else {
     per_token_ = std::make_unique<SerialBuilder>();

@@ -5,10 +5,11 @@
 // is replicated over sp, and since each rank sees only its tokens, the
 // engine sums the gradients over sp (with dp).
 //
-// With 1D tensor parallelism (tp > 1: Ulysses attention only, no token
-// split; sequence_parallel.h checks the config) the per-token layers are
-// Tp1dBuilder's on my tokens, the attention core runs on heads / tp heads
-// and the token embedding is vocabulary-parallel at global positions.
+// With 1D tensor parallelism (tp > 1, without its token split;
+// sequence_parallel.h checks the config) the per-token layers are
+// Tp1dBuilder's on my tokens, the attention core (any of the three) runs
+// on heads / tp heads and the token embedding is vocabulary-parallel at
+// global positions.
 //
 //   layer              built                                comm
 //   linear, layernorm  serial, or Tp1dBuilder's (tp > 1)    tp: 1D's

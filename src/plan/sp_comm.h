@@ -6,8 +6,8 @@
 //   embeddings, linears, LayerNorms, dropout, the LM head   none (per token)
 //   transformer block   its attention core (sp_attention_cost.h) on the
 //                       micro-batch's samples, all T tokens, model.heads
-//                       / tp heads of width C / tp (Ulysses inside 1D
-//                       tensor parallelism; tp = 1 otherwise)
+//                       / tp heads of width C / tp (inside 1D tensor
+//                       parallelism; tp = 1 otherwise)
 //   classifier head     fwd all-gather of my [samples, T/N, C]; bwd
 //   (ViT: pooling)      broadcast of sp rank 0's input gradient
 //                       [samples, T, C]

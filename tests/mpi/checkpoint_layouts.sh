@@ -8,13 +8,13 @@
 # dp=2 x pp=2 x tp=2 (sequence-split regions) -> tp=4 and -> serial, and
 # pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D, and 2.5D
 # (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial,
-# and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring)
-# and -> serial, and ZeRO stage 1 (dp=2, optimizer state on the ranks that
-# own each bucket) -> serial, serial -> ZeRO at dp=2, ZeRO dp=2 -> ZeRO
-# dp=4 (other owners), ZeRO dp=2 x pp=2 -> serial, ZeRO dp=2 with one
-# bucket per stage (rank 1 owns nothing) -> serial, ZeRO dp=2 x tp=2 ->
-# serial and back, and ZeRO over sequence-parallel ranks (sp=2 x tp=2) ->
-# serial.
+# and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring),
+# -> serial and -> sp=2 x tp=2 (ring inside 1D), and ZeRO stage 1 (dp=2,
+# optimizer state on the ranks that own each bucket) -> serial, serial ->
+# ZeRO at dp=2, ZeRO dp=2 -> ZeRO dp=4 (other owners), ZeRO dp=2 x pp=2
+# -> serial, ZeRO dp=2 with one bucket per stage (rank 1 owns nothing) ->
+# serial, ZeRO dp=2 x tp=2 -> serial and back, and ZeRO over sequence-
+# parallel ranks (sp=2 x tp=2) -> serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -102,6 +102,9 @@ run 4 "$work/sp2tp2_to_sp4" parallel.sp=4 parallel.sp_attention=ring \
 compare "sp=2 x tp=2 ulysses -> sp=4 ring" "$work/sp2tp2" "$work/sp2tp2_to_sp4" || exit 1
 run 1 "$work/sp2tp2_to_serial" train.resume="$work/sp2tp2/checkpoints/step-3"
 compare "sp=2 x tp=2 ulysses -> serial" "$work/sp2tp2" "$work/sp2tp2_to_serial" || exit 1
+run 4 "$work/sp2tp2_to_ring" parallel.sp=2 parallel.tp=2 \
+  parallel.sp_attention=ring train.resume="$work/sp2tp2/checkpoints/step-3"
+compare "sp=2 x tp=2 ulysses -> sp=2 x tp=2 ring" "$work/sp2tp2" "$work/sp2tp2_to_ring" || exit 1
 zero=(parallel.zero=1 parallel.bucket_mb=0.01)
 run 2 "$work/zero" parallel.dp=2 "${zero[@]}"
 run 1 "$work/zero_to_serial" train.resume="$work/zero/checkpoints/step-3"

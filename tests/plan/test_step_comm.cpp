@@ -320,6 +320,18 @@ std::vector<Case> cases() {
   }
   out.push_back(
       {"vit_cls_sp2_ring", &kVit, {"parallel.sp=2", "model.patch=4"}});
+  // The other cores inside 1D tensor parallelism (each tp rank's heads).
+  out.push_back(
+      {"gpt_sp2_tp2_ring",
+       &kGpt,
+       {"parallel.sp=2", "parallel.sp_attention=ring", "parallel.tp=2"}});
+  out.push_back(
+      {"vit_mean_sp2_tp2_rsa",
+       &kVit,
+       {"parallel.sp=2",
+        "parallel.sp_attention=rsa",
+        "parallel.tp=2",
+        "model.pool=mean"}});
   // Ulysses inside 1D tensor parallelism.
   const std::vector<std::string> sp_tp = {
       "parallel.sp=2", "parallel.sp_attention=ulysses", "parallel.tp=2"};

@@ -79,22 +79,18 @@ std::string sp_error(const Config& c) {
 }
 
 TEST(SequenceParallel, RefusesWhatIsNotBuilt) {
-  // Tensor parallelism: Ulysses inside 1D without token split only.
-  for (const char* bad :
-       {"parallel.sp_attention=ring",
-        "parallel.sp_attention=rsa",
-        "parallel.tp_seq=true"}) {
-    std::vector<std::string> l = {"parallel.sp=2", "parallel.tp=2", bad};
-    if (std::string(bad) == "parallel.tp_seq=true")
-      l.push_back("parallel.sp_attention=ulysses");
-    expect_has(
-        sp_error(gpt(l)),
-        {"parallel.sp=2",
-         "parallel.tp=2",
-         "parallel.sp_attention=ulysses",
-         "parallel.tp_mode=1d",
-         "parallel.tp_seq=false"});
-  }
+  // Tensor parallelism: 1D without token split only.
+  expect_has(
+      sp_error(gpt(
+          {"parallel.sp=2",
+           "parallel.tp=2",
+           "parallel.tp_seq=true",
+           "parallel.sp_attention=ring"})),
+      {"parallel.sp=2",
+       "parallel.tp=2",
+       "parallel.tp_mode=1d",
+       "parallel.tp_seq=false",
+       "tp_seq=true"});
   expect_has(
       sp_error(gpt(
           {"parallel.sp=2",
@@ -243,28 +239,27 @@ TEST(SequenceParallel, GptMatchesSerial) {
   }
 }
 
-// Ulysses inside 1D tensor parallelism: tp splits the heads (and the
-// vocabulary, the MLP), sp splits each tp rank's heads further (GPT: 6
-// heads, tp = 2, sp = 3; ViT: tp = 3, sp = 2).
-TEST(SequenceParallel, UlyssesWithTp1dMatchesSerial) {
+// Each core inside 1D tensor parallelism: tp splits the heads (and the
+// vocabulary, the MLP), the core runs on each tp rank's heads (Ulysses
+// splits them further over sp). GPT: 6 heads, tp = 2, sp = 3; ViT: tp = 3,
+// sp = 2.
+TEST(SequenceParallel, CoresWithTp1dMatchSerial) {
   const Tensor ids = int_tensor({3, 24}, 32, 7, 3);
   const Tensor next = int_tensor({3, 24}, 32, 5, 1);
-  const std::vector<std::string> l = {
-      "parallel.sp=3", "parallel.sp_attention=ulysses", "parallel.tp=2"};
-  check_model(gpt(l), ids, next);
-  // ViT: tp = 3 (mlp_dim 48 splits), the class token (9 + 1 tokens) and
-  // mean pooling (16 tokens of a 16 x 16 image).
   const Tensor labels = int_tensor({3}, 10, 3, 1);
-  const std::vector<std::string> v = {
-      "parallel.sp=2",
-      "parallel.sp_attention=ulysses",
-      "parallel.tp=3",
-      "model.mlp_dim=48"};
-  check_model(vit(v), randn({3, 1, 12, 12}, 3, "images"), labels);
-  std::vector<std::string> mean = v;
-  mean.push_back("model.pool=mean");
-  mean.push_back("model.image_size=16");
-  check_model(vit(mean), randn({3, 1, 16, 16}, 3, "images"), labels);
+  for (const char* a : {"rsa", "ring", "ulysses"}) {
+    const std::string att = std::string("parallel.sp_attention=") + a;
+    check_model(gpt({"parallel.sp=3", att, "parallel.tp=2"}), ids, next);
+    // ViT: tp = 3 (mlp_dim 48 splits), the class token (9 + 1 tokens) and
+    // mean pooling (16 tokens of a 16 x 16 image).
+    const std::vector<std::string> v = {
+        "parallel.sp=2", att, "parallel.tp=3", "model.mlp_dim=48"};
+    check_model(vit(v), randn({3, 1, 12, 12}, 3, "images"), labels);
+    std::vector<std::string> mean = v;
+    mean.push_back("model.pool=mean");
+    mean.push_back("model.image_size=16");
+    check_model(vit(mean), randn({3, 1, 16, 16}, 3, "images"), labels);
+  }
 }
 
 TEST(SequenceParallel, VitMatchesSerial) {

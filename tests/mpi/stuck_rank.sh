@@ -7,7 +7,8 @@
 # (SIGKILL): the job must end non-zero: mpirun ends it, naming the dead
 # rank, and the survivor reports what it was doing (the pipeline stage and
 # instruction) when the launcher's SIGTERM arrives.
-# Layouts: data parallel (dp=2) and a 2-stage 1F1B pipeline (pp=2).
+# Layouts: data parallel (dp=2), a 2-stage 1F1B pipeline (pp=2) and ZeRO
+# stage 1 at dp=2.
 # Usage: stuck_rank.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -28,6 +29,8 @@ run_case() {  # run_case SIGNAL LAYOUT EXPECTED_MESSAGE_REGEX [MPIRUN_FLAG]
   local sig=$1 layout=$2 expect=$3 flag=${4:-} log=$work/$1.$2${4:-}.log
   local args=(parallel.dp=2)
   [[ $layout == pp ]] && args=(parallel.pp=2 parallel.microbatches=4)
+  [[ $layout == zero ]] &&
+    args=(parallel.dp=2 parallel.zero=1 parallel.bucket_mb=0.01)
   mpirun --oversubscribe $flag -np 2 "$bin" train -c "$src/configs/verify/gpt.yaml" \
     "${args[@]}" train.threads=1 train.steps=1000000 train.log_every=100000 \
     comm.timeout_s=3 run.dir="$work/run" > "$log" 2>&1 &
@@ -72,5 +75,10 @@ dp_msg="rank 0: all_reduce on group dp timed out after 3 s"
 pp_msg="(pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\)|step [0-9]+, loss reduction after the step's schedule): rank 0: .* on group pp timed out after 3 s"
 dp_dead="\\[rank 0\\] terminated by the launcher \\(another rank ended\\) during: step [0-9]+"
 pp_dead="\\[rank 0\\] terminated by the launcher \\(another rank ended\\) during: pipeline stage 0 of 2, instruction [0-9]+ '[^']+' \\([a-z_]+\\)"
+# ZeRO stage 1: rank 0 waits in a bucket's reduce to its owner, the
+# owners' broadcast, or an all-reduce (gradient norm, loss).
+zero_msg="rank 0: (reduce|broadcast|all_reduce) on group dp timed out after 3 s"
 run_case STOP dp "$dp_msg" && run_case KILL dp "$dp_dead" &&
-  run_case STOP pp "$pp_msg" && run_case KILL pp "$pp_dead" && echo "PASS"
+  run_case STOP pp "$pp_msg" && run_case KILL pp "$pp_dead" &&
+  run_case STOP zero "$zero_msg" && run_case KILL zero "$dp_dead" &&
+  echo "PASS"

@@ -62,13 +62,8 @@ double rel_error(const CommVolume& got, const CommVolume& want) {
 }
 
 int measure(ProcessGroup& world, const Config& config) {
-  std::vector<int> sizes;
-  std::vector<std::string> names;
-  for (const MeshAxis& a : mesh_axes(config)) {
-    sizes.push_back(a.size);
-    names.push_back(a.name);
-  }
-  Mesh mesh(world, sizes, names);
+  const std::unique_ptr<Mesh> layout = make_layout_mesh(world, config);
+  Mesh& mesh = *layout;
   DataSource data(config);
   Engine engine(config, data, mesh);
   for (const std::string& g : mesh.group_names())

@@ -536,4 +536,15 @@ std::vector<MeshAxis> mesh_axes(const Config& config) {
   return out;
 }
 
+std::unique_ptr<Mesh> make_layout_mesh(
+    ProcessGroup& world, const Config& config) {
+  std::vector<int> sizes;
+  std::vector<std::string> names;
+  for (const MeshAxis& a : mesh_axes(config)) {
+    sizes.push_back(a.size);
+    names.push_back(a.name);
+  }
+  return std::make_unique<Mesh>(world, sizes, names);
+}
+
 }  // namespace ndt

@@ -73,4 +73,9 @@ std::unique_ptr<TensorParallelMode> make_tensor_parallel_mode(
 // is the job's rank count.
 std::vector<MeshAxis> mesh_axes(const Config& config);
 
+// The mesh of the configured layout (mesh_axes) over `world`; collective
+// over world, as Mesh's constructor.
+std::unique_ptr<Mesh> make_layout_mesh(
+    ProcessGroup& world, const Config& config);
+
 }  // namespace ndt

@@ -20,6 +20,7 @@
 #include "nn/builder.h"
 #include "ops/ops.h"
 #include "optim/grad_norm.h"
+#include "parallel/ddp.h"
 #include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
@@ -235,6 +236,20 @@ TrainSummary run_training(
     for (int n : engine.stage_blocks())
       out << " " << n;
     out << (dp > 1 ? "; data parallel x" + std::to_string(dp) : "") << "\n";
+  }
+  if (engine.ddp() && engine.ddp()->shards_optimizer()) {
+    // What this (the printing) rank updates of what it holds.
+    int64_t mine = 0, held = 0, state = 0;
+    for (Parameter* q : engine.optimizer().parameters())
+      mine += q->value.numel();
+    for (Parameter* q : model.parameters())
+      held += q->value.numel();
+    for (const auto& [name, t] : engine.optimizer().state())
+      state += t.numel();
+    out << "ndtrain: ZeRO stage 1 over " << engine.ddp()->group().size()
+        << " ranks: rank 0 updates " << mine << " of its " << held
+        << " parameter elements (optimizer state "
+        << static_cast<double>(state) * 4 / (1 << 20) << " MiB)\n";
   }
 
   TrainSummary summary;

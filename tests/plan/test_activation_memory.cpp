@@ -78,13 +78,8 @@ TEST_P(ActivationMemoryTest, BlockEqualsLedger) {
   const Config config = load_config("", args);
   const auto mode = make_tensor_parallel_mode(config);
   int world = 1;
-  std::vector<int> sizes;
-  std::vector<std::string> names;
-  for (const MeshAxis& a : mesh_axes(config)) {
-    sizes.push_back(a.size);
-    names.push_back(a.name);
+  for (const MeshAxis& a : mesh_axes(config))
     world *= a.size;
-  }
   const int64_t B = config.train.batch_size;
   DataSource data(config);
   Tensor input = data.make_input(B);
@@ -93,7 +88,8 @@ TEST_P(ActivationMemoryTest, BlockEqualsLedger) {
   int64_t before = 0, after = 0;
   std::vector<int64_t> want(world);
   run_local(world, [&](ProcessGroup& pg) {
-    Mesh mesh(pg, sizes, names);
+    const std::unique_ptr<Mesh> layout = make_layout_mesh(pg, config);
+    Mesh& mesh = *layout;
     std::unique_ptr<Builder> builder = mode->make_builder(mesh);
     std::unique_ptr<Model> model = make_model(config.model, *builder);
     model->init(config.train.seed);

@@ -119,15 +119,9 @@ TEST(ModelShape, GridAndCubeShardsMatch) {
       keys.insert(keys.end(), mode.begin(), mode.end());
       const Config c = load_config("", keys);
       const auto tp_mode = make_tensor_parallel_mode(c);
-      std::vector<int> sizes;
-      std::vector<std::string> names;
-      for (const MeshAxis& a : mesh_axes(c)) {
-        sizes.push_back(a.size);
-        names.push_back(a.name);
-      }
       run_local(c.parallel.tp, [&](ProcessGroup& pg) {
-        Mesh mesh(pg, sizes, names);
-        auto b = tp_mode->make_builder(mesh);
+        const std::unique_ptr<Mesh> mesh = make_layout_mesh(pg, c);
+        auto b = tp_mode->make_builder(*mesh);
         expect_same(
             *make_model(c.model, *b),
             model_shape(c.model, c.parallel),

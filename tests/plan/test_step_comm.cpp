@@ -112,13 +112,8 @@ void check_layout(const Config& config) {
   std::vector<RankResult> got(world);
   run_local(world, [&](ProcessGroup& pg) {
     // The mesh as ndtrain builds it.
-    std::vector<int> sizes;
-    std::vector<std::string> names;
-    for (const MeshAxis& a : mesh_axes(config)) {
-      sizes.push_back(a.size);
-      names.push_back(a.name);
-    }
-    Mesh mesh(pg, sizes, names);
+    const std::unique_ptr<Mesh> layout = make_layout_mesh(pg, config);
+    Mesh& mesh = *layout;
     DataSource data(config);
     Engine engine(config, data, mesh);
     RankResult& r = got[pg.rank()];

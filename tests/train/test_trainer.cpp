@@ -6,8 +6,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "comm/local_process_group.h"
+#include "comm/mesh.h"
 #include "io/checkpoint.h"
 #include "io/config.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "tensor/memory.h"
 #include "train/trainer.h"
 
@@ -109,6 +112,34 @@ TEST(TrainLoop, NoFreshAllocationAfterFirstStep) {
   ASSERT_EQ(fresh.size(), 6u);
   EXPECT_EQ(fresh.back(), fresh.front())
       << "steps 2..6 allocated fresh memory";
+  fs::remove_all(dir);
+}
+
+// ZeRO stage 1: the start-up report says what rank 0 updates (0.01 MiB
+// buckets: rank 0 owns 10688 of the GPT's 21760 parameters, AdamW keeps
+// two states of them: 85504 bytes).
+TEST(TrainLoop, ZeroReportsTheRanksShare) {
+  const std::string dir = temp_dir("zero");
+  const Config c = small_config(
+      {"model.kind=gpt", "model.dim=32", "model.depth=2", "model.heads=4",
+       "model.mlp_dim=64", "model.seq_len=16", "model.vocab=64",
+       "data.name=synthetic", "train.steps=3", "train.batch_size=8",
+       "train.threads=1", "parallel.dp=2", "parallel.zero=1",
+       "parallel.bucket_mb=0.01", "run.dir=" + dir});
+  std::ostringstream log;
+  run_local(2, [&](ProcessGroup& pg) {
+    const std::unique_ptr<Mesh> mesh = make_layout_mesh(pg, c);
+    std::ostringstream quiet;
+    TrainOptions o;
+    o.out = pg.rank() == 0 ? &log : &quiet;
+    run_training(c, o, *mesh);
+  });
+  const std::string text = log.str();
+  EXPECT_NE(
+      text.find("ndtrain: ZeRO stage 1 over 2 ranks: rank 0 updates 10688 "
+                "of its 21760 parameter elements (optimizer state 0.0815"),
+      std::string::npos)
+      << text;
   fs::remove_all(dir);
 }
 

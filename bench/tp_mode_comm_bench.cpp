@@ -149,10 +149,10 @@ int measure(ProcessGroup& world, const Config& config) {
     // gradients held in data-parallel buckets are blocked differently).
     const MemoryStats m = memory_stats();
     const RankMemory rm = rank_memory(config, mesh.coord("pp"), sync_rank);
-    // Under ZeRO stage 1 the optimizer's tensors are those of the
+    // Under ZeRO the optimizer's tensors are those of the
     // parameters this rank updates.
     std::vector<std::vector<bool>> updated;
-    if (p.zero == 1 && grad_sync_ranks(config) > 1) {
+    if (p.zero > 0 && grad_sync_ranks(config) > 1) {
       updated = zero_updated_params(
           shape,
           {},

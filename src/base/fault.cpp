@@ -35,6 +35,7 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kSpSkipGradReduce, "sp_skip_grad_reduce"},
     {Fault::kSpLocalPositions, "sp_local_positions"},
     {Fault::kZeroSkipBroadcast, "zero_skip_broadcast"},
+    {Fault::kZero2StaleSlot, "zero2_stale_slot"},
 };
 
 Fault parse_fault() {

@@ -44,6 +44,9 @@
 //                        uses each rank's local positions 0..T/sp-1
 //   zero_skip_broadcast  ZeRO stage 1: the owners of the gradient buckets
 //                        update their parameters but never broadcast them
+//   zero2_stale_slot     ZeRO stage 2: a shared gradient slot is not zeroed
+//                        when its next bucket starts (that bucket's
+//                        gradients add to the previous one's)
 #pragma once
 
 namespace ndt {
@@ -68,6 +71,7 @@ enum class Fault {
   kSpSkipGradReduce,
   kSpLocalPositions,
   kZeroSkipBroadcast,
+  kZero2StaleSlot,
 };
 
 #ifdef NDT_FAULTS

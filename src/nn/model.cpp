@@ -118,6 +118,8 @@ Tensor Model::backward_range(
   Tensor g = dy;
   for (int m = last; m >= first; --m) {
     Context& c = ctx.child(m);
+    if (on_backward_begin)
+      on_backward_begin(m);
     if (m == head_m) {
       g = head->backward(c, scale);
     } else {

@@ -38,6 +38,9 @@ class Model {
   // head, last block, ..., input layer. Data parallelism starts gradient
   // communication here.
   std::function<void(int)> on_backward_done;
+  // Called right before module m's backward, in the same order: ZeRO
+  // stage 2 readies the gradient buffers the module is about to write.
+  std::function<void(int)> on_backward_begin;
   // Called between layers inside a module's backward (RunState::comm_poll),
   // more often than on_backward_done: lets in-flight communication advance.
   std::function<void()> on_backward_poll;
@@ -80,8 +83,8 @@ class Model {
   // Backward of modules [first, last] after forward_range on ctx. dy: the
   // gradient of module last's output (ignored when last is the head, whose
   // loss is scaled by `scale`). Returns the gradient of module first's
-  // input (undefined when first == 0). Calls on_backward_done(m) after each
-  // module.
+  // input (undefined when first == 0). Calls on_backward_begin(m) before
+  // and on_backward_done(m) after each module.
   Tensor backward_range(
       int first, int last, const Tensor& dy, Context& ctx, float scale);
   // Frees the modules m with keep[m] false (a pipeline rank holds only its

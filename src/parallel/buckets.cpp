@@ -45,4 +45,46 @@ std::vector<int> assign_bucket_owners(
   return owner;
 }
 
+GradSlots assign_grad_slots(
+    const std::vector<Bucket>& buckets,
+    const std::vector<ModuleSpan>& spans,
+    const std::vector<int>& owners,
+    int rank) {
+  NDT_ASSERT(
+      spans.size() == buckets.size() && owners.size() == buckets.size(),
+      "assign_grad_slots: ",
+      buckets.size(),
+      " buckets, ",
+      spans.size(),
+      " spans, ",
+      owners.size(),
+      " owners");
+  GradSlots out;
+  out.slot_of.assign(buckets.size(), -1);
+  std::vector<int> user;  // per slot: the bucket that took it last
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    NDT_ASSERT(spans[b].first >= spans[b].last, "bucket ", b, " span");
+    if (owners[b] == rank)
+      continue;
+    int best = -1;
+    if (static_cast<int>(user.size()) >= kMinGradSlots) {
+      for (size_t s = 0; s < user.size(); ++s) {
+        const int u = user[s];
+        if (spans[u].last > spans[b].first &&
+            (best < 0 || spans[u].last > spans[user[best]].last))
+          best = static_cast<int>(s);
+      }
+    }
+    if (best < 0) {
+      best = static_cast<int>(user.size());
+      user.push_back(-1);
+      out.capacity.push_back(0);
+    }
+    user[best] = static_cast<int>(b);
+    out.slot_of[b] = best;
+    out.capacity[best] = std::max(out.capacity[best], buckets[b].numel);
+  }
+  return out;
+}
+
 }  // namespace ndt

@@ -1,7 +1,8 @@
 // Gradient buckets for data parallelism: a pure assignment of parameters
 // (in the order their gradients become final during backward) to buckets
 // of about `bucket_bytes`, so every rank builds identical buckets and
-// all-reduces them in the same order.
+// all-reduces them in the same order; ZeRO's owners of the buckets and
+// the shared buffers of stage 2.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +29,32 @@ std::vector<Bucket> assign_buckets(
 // work is balanced. Deterministic: depends only on its arguments.
 std::vector<int> assign_bucket_owners(
     const std::vector<Bucket>& buckets, int ranks);
+
+// ZeRO stage 2: where a rank keeps the gradients of the buckets it does
+// not own. Such a bucket is only needed from the backward of the module
+// holding its first parameter (`span.first`) until its reduce to the
+// owner is done, so these buckets share a few buffers (slots): a bucket
+// takes a slot whose previous bucket ended in a module whose backward ran
+// before its own began (modules run from the highest number down), the
+// one that ended earliest, so its reduce had the most time to finish; a
+// new slot only when there is none, or fewer than kMinGradSlots. Pure:
+// every rank of the group computes the same for the same owner.
+constexpr int kMinGradSlots = 2;
+
+struct ModuleSpan {
+  int first = 0;  // module of the bucket's first parameter (backward order)
+  int last = 0;   // module of its last: first >= last
+};
+
+struct GradSlots {
+  std::vector<int> slot_of;       // per bucket: its slot, -1 when owned
+  std::vector<int64_t> capacity;  // per slot: its largest bucket's numel
+};
+
+GradSlots assign_grad_slots(
+    const std::vector<Bucket>& buckets,
+    const std::vector<ModuleSpan>& spans,
+    const std::vector<int>& owners,
+    int rank);
 
 }  // namespace ndt

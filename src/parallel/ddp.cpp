@@ -19,11 +19,9 @@ double now_s() {
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(
-    Model& model,
-    ProcessGroup& group,
-    int64_t bucket_bytes,
-    bool shard_optimizer)
-    : model_(model), group_(group), shard_(shard_optimizer) {
+    Model& model, ProcessGroup& group, int64_t bucket_bytes, int zero)
+    : model_(model), group_(group), zero_(zero), shard_(zero >= 1) {
+  NDT_ASSERT(zero >= 0 && zero <= 2, "ZeRO stage ", zero);
   // Backward order: head, last block, ..., input layer; within a module,
   // its parameters in reverse declaration order.
   for (int m = model.num_modules() - 1; m >= 0; --m) {
@@ -37,10 +35,30 @@ DistributedDataParallel::DistributedDataParallel(
   for (Parameter* p : params_)
     numels.push_back(p->grad.numel());
   buckets_ = assign_buckets(numels, bucket_bytes);
+  if (shard_)
+    owner_ = assign_bucket_owners(buckets_, group_.size());
+  // ZeRO stage 2: the buckets of the other ranks go to shared slots.
+  slot_of_.assign(buckets_.size(), -1);
+  if (zero_ == 2 && group_.size() > 1) {
+    std::vector<ModuleSpan> spans;
+    for (const Bucket& bk : buckets_)
+      spans.push_back(
+          {module_of_[bk.params.front()], module_of_[bk.params.back()]});
+    const GradSlots gs =
+        assign_grad_slots(buckets_, spans, owner_, group_.rank());
+    slot_of_ = gs.slot_of;
+    for (int64_t n : gs.capacity)
+      slots_.push_back(Tensor::zeros({n}, MemTag::kGrads));
+    slot_user_.assign(slots_.size(), -1);
+    starts_in_.resize(model.num_modules());
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      starts_in_[spans[b].first].push_back(static_cast<int>(b));
+  }
   bucket_of_.resize(params_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& bk = buckets_[b];
-    Tensor flat = Tensor::zeros({bk.numel}, MemTag::kGrads);
+    Tensor flat = slot_of_[b] >= 0 ? slots_[slot_of_[b]].slice(0, {bk.numel})
+                                   : Tensor::zeros({bk.numel}, MemTag::kGrads);
     for (size_t k = 0; k < bk.params.size(); ++k) {
       Parameter* p = params_[bk.params[k]];
       Tensor view = flat.slice(bk.offsets[k], p->grad.shape());
@@ -61,18 +79,19 @@ DistributedDataParallel::DistributedDataParallel(
       values_.push_back(values);
     }
   }
-  if (shard_)
-    owner_ = assign_bucket_owners(buckets_, group_.size());
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     pending_[b] = static_cast<int>(buckets_[b].params.size());
   }
   work_.resize(buckets_.size());
+  if (zero_ == 2 && group_.size() > 1)
+    model_.on_backward_begin = [this](int m) { on_module_begin(m); };
   model_.on_backward_done = [this](int m) { on_module_done(m); };
   model_.on_backward_poll = [this] { progress(); };
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
+  model_.on_backward_begin = nullptr;
   model_.on_backward_done = nullptr;
   model_.on_backward_poll = nullptr;
 }
@@ -142,6 +161,65 @@ void DistributedDataParallel::broadcast_parameters() {
     w->wait();
 }
 
+void DistributedDataParallel::check_all_launched() const {
+  NDT_ASSERT(
+      launched_ == static_cast<int>(buckets_.size()),
+      "only ",
+      launched_,
+      " of ",
+      buckets_.size(),
+      " buckets were launched");
+}
+
+int64_t DistributedDataParallel::grad_elements() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (slot_of_[b] < 0)
+      n += buckets_[b].numel;
+  }
+  for (const Tensor& s : slots_)
+    n += s.numel();
+  return n;
+}
+
+void DistributedDataParallel::begin_backward(bool last) {
+  sync_ = last || zero_ == 2;
+  if (zero_ == 2 && launched_ > 0) {
+    // The previous micro-batch's reduces are in flight: count afresh (a
+    // bucket's reduce is waited for before its gradients are written).
+    check_all_launched();
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      pending_[b] = static_cast<int>(buckets_[b].params.size());
+    launched_ = 0;
+  }
+}
+
+void DistributedDataParallel::on_module_begin(int module) {
+  // ZeRO stage 2: the buckets whose first gradients `module` computes.
+  // The reduce of the bucket's previous micro-batch (it writes the
+  // owner's sum) and of the slot's previous bucket (it reads the slot)
+  // must be done before they are written.
+  const double t0 = now_s();
+  for (int b : starts_in_[module]) {
+    if (work_[b]) {
+      work_[b]->wait();
+      work_[b].reset();
+    }
+    const int s = slot_of_[b];
+    if (s < 0)
+      continue;
+    const int prev = slot_user_[s];
+    if (prev >= 0 && work_[prev]) {
+      work_[prev]->wait();
+      work_[prev].reset();
+    }
+    slot_user_[s] = b;
+    if (!NDT_FAULT(kZero2StaleSlot))
+      ops::zero_(flat_[b]);
+  }
+  exposed_s_ += now_s() - t0;
+}
+
 void DistributedDataParallel::on_module_done(int module) {
   if (!sync_ || group_.size() == 1)
     return;
@@ -159,8 +237,9 @@ void DistributedDataParallel::on_module_done(int module) {
       ++launched_;
       if (NDT_FAULT(kBucketSkip) && b == 0)
         continue;
+      NDT_ASSERT(!work_[b], "bucket ", b, "'s previous reduce is in flight");
       if (shard_) {
-        // ZeRO stage 1: only the bucket's owner needs the sum.
+        // ZeRO: only the bucket's owner needs the sum.
         const bool mine = owner_[b] == group_.rank();
         work_[b] = group_.reduce_async(
             flat_[b].data(),
@@ -185,16 +264,10 @@ void DistributedDataParallel::progress() {
 
 void DistributedDataParallel::finish() {
   if (group_.size() > 1 && sync_) {
-    NDT_ASSERT(
-        launched_ == static_cast<int>(buckets_.size()),
-        "only ",
-        launched_,
-        " of ",
-        buckets_.size(),
-        " buckets were launched");
+    check_all_launched();
     double t0 = now_s();
     for (auto& w : work_) {
-      if (NDT_FAULT(kBucketSkip) && !w)
+      if (!w)  // bucket_skip's, or waited for already (ZeRO stage 2)
         continue;
       w->wait();
       w.reset();

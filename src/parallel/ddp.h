@@ -18,6 +18,14 @@
 // (owned_parameters()); broadcast_parameters() then sends each bucket's
 // new values from its owner to every rank. Per rank this moves as much
 // data as the all-reduce, and the update's work and state are split.
+//
+// ZeRO stage 2 (zero = 2) also shards the gradients: a rank keeps memory
+// only for the buckets it owns; the others' gradients live in a few
+// shared slots (assign_grad_slots) while they are computed and reduced.
+// So every backward reduces, also one that is not the step's last: the
+// owner's bucket accumulates the sums of the micro-batches, a slot is
+// zeroed when its next bucket starts (the Model's on_backward_begin hook)
+// after the reduce of the bucket before it has finished.
 #pragma once
 
 #include <memory>
@@ -39,7 +47,7 @@ class DistributedDataParallel final : public GradSync {
       Model& model,
       ProcessGroup& group,
       int64_t bucket_bytes = kDefaultBucketBytes,
-      bool shard_optimizer = false);
+      int zero = 0);
   ~DistributedDataParallel() override;
 
   // Throws ConfigError when the replicas' parameters differ (compares a
@@ -47,10 +55,9 @@ class DistributedDataParallel final : public GradSync {
   void check_replicas_identical();
   // Waits for every bucket launched in this backward.
   void finish() override;
-  // Only the step's last backward communicates; the others accumulate.
-  void begin_backward(bool last) override {
-    sync_ = last;
-  }
+  // Only the step's last backward communicates; the others accumulate
+  // (ZeRO stage 2: every backward reduces).
+  void begin_backward(bool last) override;
 
   const std::vector<Bucket>& buckets() const {
     return buckets_;
@@ -61,6 +68,13 @@ class DistributedDataParallel final : public GradSync {
   bool shards_optimizer() const {
     return shard_;
   }
+  // ZeRO stage: 0, 1 (optimizer state) or 2 (also gradients).
+  int zero_stage() const {
+    return zero_;
+  }
+  // Elements of gradient memory this rank keeps: every bucket, or under
+  // ZeRO stage 2 its own buckets and the slots.
+  int64_t grad_elements() const;
   // ZeRO stage 1: the group rank that updates p (a parameter of the model),
   // and this rank's parameters in the model's order. Without sharding,
   // every parameter is this rank's.
@@ -80,6 +94,8 @@ class DistributedDataParallel final : public GradSync {
   }
 
  private:
+  void check_all_launched() const;
+  void on_module_begin(int module);
   void on_module_done(int module);
   void progress();
 
@@ -89,11 +105,18 @@ class DistributedDataParallel final : public GradSync {
   std::vector<int> module_of_;      // per param (backward order)
   std::vector<Bucket> buckets_;
   std::vector<Tensor> flat_;    // one per bucket
-  bool shard_ = false;          // ZeRO stage 1
+  int zero_ = 0;                // ZeRO stage
+  bool shard_ = false;          // ZeRO stage 1 or 2
   std::vector<Tensor> values_;  // sharding: parameter values, per bucket
   std::vector<int> owner_;      // sharding: owner rank, per bucket
   std::vector<int> pending_;    // params not yet final, per bucket
   std::vector<int> bucket_of_;  // per param
+  // ZeRO stage 2: the slots, each bucket's slot (-1: owned), the buckets
+  // whose first gradient a module computes, and each slot's bucket now.
+  std::vector<Tensor> slots_;
+  std::vector<int> slot_of_;
+  std::vector<std::vector<int>> starts_in_;  // per module
+  std::vector<int> slot_user_;
   std::vector<std::unique_ptr<Work>> work_;
   bool sync_ = true;
   int launched_ = 0;

@@ -53,13 +53,14 @@ CommVolume ddp_step_comm(
     const std::vector<bool>& held,
     int dp,
     int64_t bucket_bytes,
-    bool zero) {
+    int zero,
+    int microbatches) {
   CommVolume v;
   if (dp <= 1)
     return v;
   for (int64_t n : ddp_bucket_numels(shape, held, bucket_bytes)) {
-    if (zero) {
-      v.add(OpType::kReduce, 1, n);
+    if (zero > 0) {
+      v.add(OpType::kReduce, zero == 2 ? microbatches : 1, n);
       v.add(OpType::kBroadcast, 1, n);
     } else {
       v.add(OpType::kAllReduce, 1, n);
@@ -87,6 +88,30 @@ std::vector<std::vector<bool>> zero_updated_params(
       out[order[k].first][order[k].second] = true;
   }
   return out;
+}
+
+int64_t zero2_grad_elements(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank) {
+  const std::vector<std::pair<int, int>> order = backward_order(shape, held);
+  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
+  std::vector<ModuleSpan> spans;
+  for (const Bucket& b : buckets)
+    spans.push_back(
+        {order[b.params.front()].first, order[b.params.back()].first});
+  const GradSlots slots = assign_grad_slots(buckets, spans, owners, rank);
+  int64_t n = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (owners[b] == rank)
+      n += buckets[b].numel;
+  }
+  for (int64_t c : slots.capacity)
+    n += c;
+  return n;
 }
 
 CommVolume ddp_startup_comm(

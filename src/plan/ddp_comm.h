@@ -3,7 +3,8 @@
 //
 // Distributed data parallel (parallel/ddp.h) all-reduces each gradient
 // bucket once per step on the dp group (ZeRO stage 1: reduces it to its
-// owner, which broadcasts the updated values); the buckets are those of the
+// owner, which broadcasts the updated values; stage 2: reduces it once per
+// micro-batch); the buckets are those of the
 // pure assign_buckets() (parallel/buckets.h) over the held parameters' local
 // sizes in backward order (head first; within a module, its parameters
 // in reverse), so the plan and the run cut the same buckets.
@@ -29,21 +30,33 @@ std::vector<int64_t> ddp_bucket_numels(
     const std::vector<bool>& held,
     int64_t bucket_bytes);
 
-// One step (any number of accumulated micro-batches): one fp32 all-reduce
-// per bucket; under ZeRO stage 1 (`zero`) a reduce to the bucket's owner
-// and, after the update, a broadcast from it. Empty for dp <= 1.
+// One step of `microbatches` accumulated micro-batches: one fp32
+// all-reduce per bucket; under ZeRO stage 1 (`zero` 1) a reduce to the
+// bucket's owner and, after the update, a broadcast from it; stage 2 (2)
+// the reduce after every micro-batch. Empty for dp <= 1.
 CommVolume ddp_step_comm(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int dp,
     int64_t bucket_bytes,
-    bool zero = false);
+    int zero = 0,
+    int microbatches = 1);
 
 // ZeRO stage 1: per module and parameter (declaration order), whether the
 // rank at position `rank` of the gradient sync's `ranks` updates it, as
 // DistributedDataParallel assigns owners to its buckets
 // (assign_bucket_owners); false for the modules not held.
 std::vector<std::vector<bool>> zero_updated_params(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank);
+
+// ZeRO stage 2: the gradient elements the rank at position `rank` of the
+// gradient sync's `ranks` keeps: its buckets and the slots shared by the
+// others' (assign_grad_slots, as DistributedDataParallel makes them).
+int64_t zero2_grad_elements(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int64_t bucket_bytes,

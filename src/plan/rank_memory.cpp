@@ -45,14 +45,11 @@ RankMemory rank_memory(const Config& config, int pp_rank, int sync_rank) {
   }
   RankMemory r = rank_memory(shape, held, config.optim.name);
   const int ranks = grad_sync_ranks(config);
-  if (p.zero == 1 && ranks > 1) {
-    // ZeRO stage 1: state for the parameters this rank updates only.
-    const auto updated = zero_updated_params(
-        shape,
-        held,
-        static_cast<int64_t>(p.bucket_mb * (1 << 20)),
-        ranks,
-        sync_rank);
+  const int64_t bucket_bytes = static_cast<int64_t>(p.bucket_mb * (1 << 20));
+  if (p.zero > 0 && ranks > 1) {
+    // ZeRO: state for the parameters this rank updates only.
+    const auto updated =
+        zero_updated_params(shape, held, bucket_bytes, ranks, sync_rank);
     int64_t n = 0;
     for (int m = 0; m < shape.num_modules(); ++m) {
       for (size_t i = 0; i < updated[m].size(); ++i) {
@@ -61,6 +58,10 @@ RankMemory rank_memory(const Config& config, int pp_rank, int sync_rank) {
       }
     }
     r.optimizer = optimizer_states_per_param(config.optim.name) * n;
+  }
+  if (p.zero == 2 && ranks > 1) {
+    // Stage 2: gradients of its buckets and the others' shared slots.
+    r.grads = zero2_grad_elements(shape, held, bucket_bytes, ranks, sync_rank);
   }
   return r;
 }

@@ -1,8 +1,9 @@
 // Analytic memory per rank of the model state: parameters, gradients and
 // optimizer state, in fp32 elements (4 bytes each), for the modules a rank
 // holds under its layout (tensor-parallel shards, pipeline stages). Each
-// MPI data-parallel rank holds a full replica (under ZeRO stage 1 the
-// optimizer state of its buckets only); single-process data
+// MPI data-parallel rank holds a full replica (under ZeRO the optimizer
+// state of its buckets only; stage 2: also their gradients and the slots
+// the others' buckets share); single-process data
 // parallel holds dp replicas of parameters and gradients in one process
 // but one optimizer.
 //
@@ -37,7 +38,7 @@ int optimizer_states_per_param(OptimKind kind);
 RankMemory rank_memory(
     const ModelShape& shape, const std::vector<bool>& held, OptimKind optim);
 // The rank at pipeline position pp_rank of a valid config, per replica;
-// under ZeRO stage 1 (parallel.zero=1) the optimizer state of the
+// under ZeRO (parallel.zero=1, 2) the optimizer state of the
 // parameters the rank at position sync_rank of the gradient sync updates.
 RankMemory rank_memory(
     const Config& config, int pp_rank = 0, int sync_rank = 0);

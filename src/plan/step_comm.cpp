@@ -126,8 +126,8 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
     grad_axes.push_back("sp");
   const int grad_ranks = grad_sync_ranks(config);
   const int64_t bucket_bytes = static_cast<int64_t>(p.bucket_mb * (1 << 20));
-  // ZeRO stage 1: the optimizer holds the parameters this rank updates.
-  const bool zero = p.zero == 1 && grad_ranks > 1;
+  // ZeRO: the optimizer holds the parameters this rank updates.
+  const bool zero = p.zero > 0 && grad_ranks > 1;
   std::vector<std::vector<bool>> updated;
   if (zero) {
     NDT_ASSERT(
@@ -161,7 +161,8 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
   }
   if (grad_ranks > 1) {
     CommVolume& g = s.groups[joined(grad_axes)];
-    g += ddp_step_comm(shape, held, grad_ranks, bucket_bytes, zero);
+    g += ddp_step_comm(
+        shape, held, grad_ranks, bucket_bytes, p.zero, p.microbatches);
     if (zero)
       g.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   }

@@ -21,7 +21,8 @@
 //   pp  the rank's sends and receives (pipeline_comm.h)
 //   gradients  one all-reduce per gradient bucket (ddp_comm.h) on the
 //       group of dp, the mode's replica axes (2.5d: tp_dep) and sp of
-//       size > 1; ZeRO stage 1: a reduce and a broadcast per bucket, and
+//       size > 1; ZeRO: a reduce (stage 2: one per micro-batch) and a
+//       broadcast per bucket, and
 //       the grad norm's fp64 all-reduce [1] there, while the norms above
 //       count only the parameters the rank updates
 //   loss  the step's [sum, count] in fp64 on pp, dp, each of the mode's
@@ -55,7 +56,7 @@ struct StepComm {
 int grad_sync_ranks(const Config& config);
 
 // One step on the rank at pipeline position pp_rank (0 without pipeline)
-// and, under ZeRO stage 1, position sync_rank in the gradient sync's group
+// and, under ZeRO, position sync_rank in the gradient sync's group
 // (whose buckets it updates); otherwise every rank of a dp or tp group
 // sends the same. `config` must be valid (load_config and the mode's
 // checks); NDT_CHECK on a size that does not divide.

@@ -34,7 +34,7 @@ std::string axes_text(const std::vector<MeshAxis>& axes) {
   return s;
 }
 
-// ZeRO stage 1 with tensor parallelism: the optimizer sums per-parameter
+// ZeRO with tensor parallelism: the optimizer sums per-parameter
 // norms over the tensor-parallel axes, so the ranks of those axes must
 // update the same parameters. Their blocks have equal shapes (shards are
 // even), hence equal buckets and owners; checked since a mismatch would
@@ -52,7 +52,7 @@ void check_same_owners(
   for (int64_t i = 0; i < n; ++i) {
     NDT_ASSERT(
         hi[i] == -lo[i],
-        "ZeRO stage 1: tensor-parallel ranks assign parameter '",
+        "ZeRO: tensor-parallel ranks assign parameter '",
         model.parameters()[i]->name,
         "' to different data-parallel owners");
   }
@@ -135,7 +135,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         *replicas_[0],
         mesh.group(grad_axes_),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)),
-        p.zero == 1);
+        p.zero);
     ddp_->check_replicas_identical();
     std::vector<std::string> peers;  // the other axes but the pipeline's
     for (const std::string& a : mesh.names()) {
@@ -147,7 +147,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
     if (ddp_->shards_optimizer() && !peers.empty())
       check_same_owners(*ddp_, *replicas_[0], mesh.group(peers));
   }
-  // ZeRO stage 1: this rank updates (and keeps state for) its buckets only.
+  // ZeRO: this rank updates (and keeps state for) its buckets only.
   opt_ = make_optimizer(
       config.optim,
       ddp_ ? ddp_->owned_parameters() : replicas_[0]->parameters(),
@@ -292,7 +292,7 @@ void Engine::optimizer_step() {
   if (on_grads_ready)
     on_grads_ready();
   // The ranks holding the model's other parameters: pipeline stages, and
-  // under ZeRO stage 1 the data-parallel ranks that update the other
+  // under ZeRO the data-parallel ranks that update the other
   // buckets (each parameter is updated by exactly one of them).
   const bool sharded = ddp_ && ddp_->shards_optimizer();
   std::function<void(double&)> sum_stages;

@@ -83,7 +83,7 @@ class Engine {
   StepResult step(int64_t step);
   // Called in every step() once the gradients of model() are final
   // (accumulated over micro-batches and reduced over data-parallel ranks;
-  // under ZeRO stage 1 only those of optimizer().parameters(), which this
+  // under ZeRO only those of optimizer().parameters(), which this
   // rank updates), before clipping and the optimizer touch them.
   std::function<void()> on_grads_ready;
   // Evaluates on the configured evaluation set (each data-parallel rank a

@@ -143,7 +143,7 @@ void check_same_run(
       list));
 }
 
-// ZeRO stage 1: each parameter's optimizer state lives on the
+// ZeRO (stages 1 and 2): each parameter's optimizer state lives on the
 // data-parallel rank that updates it. Collective over that group: on its
 // rank 0 every parameter's states in the model's order (what state() lists
 // without sharding), elsewhere nothing.
@@ -351,7 +351,7 @@ int64_t load_run_checkpoint(
   std::map<std::string, const Tensor*> saved_state;
   for (const NamedTensor& t : ck.optimizer)
     saved_state[t.name] = &t.tensor;
-  // The optimizer's own parameters: all of them, or under ZeRO stage 1
+  // The optimizer's own parameters: all of them, or under ZeRO
   // those this rank updates.
   NamedState mine = engine.optimizer().state();
   params = engine.optimizer().parameters();

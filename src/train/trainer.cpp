@@ -246,10 +246,16 @@ TrainSummary run_training(
       held += q->value.numel();
     for (const auto& [name, t] : engine.optimizer().state())
       state += t.numel();
-    out << "ndtrain: ZeRO stage 1 over " << engine.ddp()->group().size()
-        << " ranks: rank 0 updates " << mine << " of its " << held
-        << " parameter elements (optimizer state "
-        << static_cast<double>(state) * 4 / (1 << 20) << " MiB)\n";
+    const DistributedDataParallel& ddp = *engine.ddp();
+    auto mib = [](int64_t n) { return static_cast<double>(n) * 4 / (1 << 20); };
+    out << "ndtrain: ZeRO stage " << ddp.zero_stage() << " over "
+        << ddp.group().size() << " ranks: rank 0 updates " << mine << " of its "
+        << held << " parameter elements (optimizer state " << mib(state)
+        << " MiB";
+    if (ddp.zero_stage() == 2)
+      out << ", gradients " << mib(ddp.grad_elements()) << " of " << mib(held)
+          << " MiB";
+    out << ")\n";
   }
 
   TrainSummary summary;

@@ -49,8 +49,8 @@ std::string layout_name(const Config& c) {
         p.microbatches);
   }
   std::string out = buf;
-  if (p.zero == 1)
-    out += " zero=1";
+  if (p.zero > 0)
+    out += " zero=" + std::to_string(p.zero);
   if (p.sp > 1)
     out += " sp=" + std::to_string(p.sp) + " (" + to_string(p.sp_attention) +
            " attention)";
@@ -91,7 +91,7 @@ enum Sum {
 // Does this rank count its block of `p` towards the job-wide element
 // count? Shards are counted once each: a replica counts only where its
 // coordinate on every axis that replicates p is 0. `partition`: the ranks
-// of the gradient sync's axes hold disjoint parameters (ZeRO stage 1), so
+// of the gradient sync's axes hold disjoint parameters (ZeRO), so
 // only the other replica axes (tensor-parallel ones) hold copies.
 bool counts_elements(
     const Parameter& p, const Engine& engine, Mesh& mesh, bool partition) {
@@ -137,7 +137,7 @@ class Comparison {
   // This rank's sums; `serial[i]` is the serial tensor of parameter i,
   // `grads` selects the layout parameters' gradients instead of values.
   // `partition`: the `held` lists of the replicas partition the parameters
-  // (ZeRO stage 1's gradients, each held by the rank that updates it), so
+  // (ZeRO's gradients, each held by the rank that updates it), so
   // copies exist only over the tensor-parallel axes.
   std::vector<double> local(
       const std::vector<Tensor>& serial,
@@ -339,7 +339,7 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   bool stopped = false;
 
   ref.on_grads_ready = [&] { grads_ref = grads_of(ref.model()); };
-  // Under ZeRO stage 1 a gradient is final on the rank that updates it
+  // Under ZeRO a gradient is final on the rank that updates it
   // only: each rank compares those.
   const bool sharded = par.ddp() && par.ddp()->shards_optimizer();
   par.on_grads_ready = [&] {

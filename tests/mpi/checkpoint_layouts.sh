@@ -13,8 +13,10 @@
 # optimizer state on the ranks that own each bucket) -> serial, serial ->
 # ZeRO at dp=2, ZeRO dp=2 -> ZeRO dp=4 (other owners), ZeRO dp=2 x pp=2
 # -> serial, ZeRO dp=2 with one bucket per stage (rank 1 owns nothing) ->
-# serial, ZeRO dp=2 x tp=2 -> serial and back, and ZeRO over sequence-
-# parallel ranks (sp=2 x tp=2) -> serial.
+# serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
+# parallel ranks (sp=2 x tp=2) -> serial, and ZeRO stage 2 (gradients
+# sharded too, 2 micro-batches) at dp=2 -> stage 1 at dp=2 x pp=2, and
+# serial -> stage 2 at dp=4.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -133,4 +135,13 @@ run 4 "$work/zero_sptp" parallel.sp=2 parallel.tp=2 \
 run 1 "$work/zero_sptp_to_serial" \
   train.resume="$work/zero_sptp/checkpoints/step-3"
 compare "zero sp=2 x tp=2 -> serial" "$work/zero_sptp" "$work/zero_sptp_to_serial" || exit 1
+zero2=(parallel.zero=2 parallel.bucket_mb=0.01 parallel.microbatches=2)
+run 2 "$work/zero2" parallel.dp=2 "${zero2[@]}"
+run 4 "$work/zero2_to_zero1_pp" parallel.dp=2 parallel.pp=2 "${zero[@]}" \
+  parallel.microbatches=2 train.resume="$work/zero2/checkpoints/step-3"
+compare "zero stage 2 dp=2 -> zero stage 1 dp=2 x pp=2" "$work/zero2" \
+  "$work/zero2_to_zero1_pp" || exit 1
+run 4 "$work/serial_to_zero2" parallel.dp=4 "${zero2[@]}" \
+  train.resume="$work/serial/checkpoints/step-3"
+compare "serial -> zero stage 2 dp=4" "$work/serial" "$work/serial_to_zero2" || exit 1
 echo PASS

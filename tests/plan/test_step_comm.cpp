@@ -25,6 +25,7 @@
 // test_model_shape.cpp for its formula's inputs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -104,6 +105,25 @@ std::string grad_group(const ParallelConfig& p) {
   return g.empty() ? "dp" : g;
 }
 
+// Elements of memory the model's gradients occupy: the union of their
+// address ranges (ZeRO stage 2's buckets of other ranks share slots).
+int64_t grad_memory(Model& model) {
+  std::vector<std::pair<const float*, const float*>> ranges;
+  for (Parameter* q : model.parameters())
+    ranges.emplace_back(q->grad.data(), q->grad.data() + q->grad.numel());
+  std::sort(ranges.begin(), ranges.end());
+  int64_t n = 0;
+  const float* end = nullptr;
+  for (const auto& [lo, hi] : ranges) {
+    const float* from = end != nullptr && lo < end ? end : lo;
+    if (hi > from)
+      n += hi - from;
+    if (end == nullptr || hi > end)
+      end = hi;
+  }
+  return n;
+}
+
 // Runs one step of `config` on every rank of its mesh as threads; compares
 // every group's ledger of every rank with the plan.
 void check_layout(const Config& config) {
@@ -128,8 +148,7 @@ void check_layout(const Config& config) {
       r.step[name] = ledger(mesh.named_group(name));
     for (Parameter* q : engine.model().parameters())
       r.memory.params += q->value.numel();
-    for (Parameter* q : engine.model().parameters())
-      r.memory.grads += q->grad.numel();
+    r.memory.grads = grad_memory(engine.model());
     for (const auto& [name, t] : engine.optimizer().state())
       r.memory.optimizer += t.numel();
   });
@@ -162,7 +181,12 @@ void check_layout(const Config& config) {
     EXPECT_EQ(r.startup, start)
         << "start-up on " << grad_group(p) << ": measured "
         << to_string(r.startup) << ", plan " << to_string(start);
-    EXPECT_EQ(r.memory, rank_memory(config, r.pp_rank, r.sync_rank));
+    const RankMemory plan = rank_memory(config, r.pp_rank, r.sync_rank);
+    EXPECT_EQ(r.memory, plan)
+        << "elements of parameters, gradients, optimizer state: measured "
+        << r.memory.params << ", " << r.memory.grads << ", "
+        << r.memory.optimizer << "; plan " << plan.params << ", " << plan.grads
+        << ", " << plan.optimizer;
   }
 }
 
@@ -375,12 +399,16 @@ std::vector<Case> cases() {
 }
 
 // ZeRO stage 1 (small buckets, so that every rank owns some): per rank
-// the buckets it updates, in each kind of layout.
+// the buckets it updates, in each kind of layout. Stage 2: a reduce per
+// bucket and micro-batch, and the gradient memory of its buckets and the
+// shared slots.
 std::vector<Case> zero_cases() {
-  const std::vector<std::string> z = {
-      "parallel.zero=1", "parallel.bucket_mb=0.01", "train.batch_size=16"};
-  auto with = [&](std::vector<std::string> l) {
-    l.insert(l.end(), z.begin(), z.end());
+  auto with = [](std::vector<std::string> l, int stage = 1) {
+    l.insert(
+        l.end(),
+        {"parallel.zero=" + std::to_string(stage),
+         "parallel.bucket_mb=0.01",
+         "train.batch_size=16"});
     return l;
   };
   return {
@@ -406,6 +434,17 @@ std::vector<Case> zero_cases() {
             "parallel.sp=2",
             "parallel.tp=2",
             "parallel.sp_attention=ulysses"})},
+      {"zero2_mlp_dp2_accum2",
+       &kMlp,
+       with({"parallel.dp=2", "parallel.microbatches=2"}, 2)},
+      {"zero2_gpt_dp4", &kGpt, with({"parallel.dp=4"}, 2)},
+      {"zero2_vit_dp2_tp2_accum2",
+       &kVit,
+       with({"parallel.dp=2", "parallel.tp=2", "parallel.microbatches=2"}, 2)},
+      {"zero2_gpt_dp2_pp2",
+       &kGpt,
+       with({"parallel.dp=2", "parallel.pp=2", "parallel.microbatches=2"}, 2)},
+      {"zero2_gpt_dp2_sp2", &kGpt, with({"parallel.dp=2", "parallel.sp=2"}, 2)},
   };
 }
 

@@ -39,7 +39,8 @@ TrainSummary run(Config c, int64_t stop_after) {
   TrainOptions o;
   o.out = &log;
   o.on_step = [&](const StepInfo& s) {
-    if (s.step == stop_after) throw Interrupt{};
+    if (s.step == stop_after)
+      throw Interrupt{};
   };
   return run_training(c, o);
 }
@@ -54,8 +55,7 @@ void expect_resume_bit_identical(const std::vector<std::string>& base) {
   ASSERT_EQ(full.losses.size(), 7u);
   // Interrupted after step index 4: the step-3 checkpoint is the last one.
   EXPECT_THROW(run(small_config(ob), 4), Interrupt);
-  EXPECT_EQ(latest_checkpoint(b + "/checkpoints"),
-            b + "/checkpoints/step-3");
+  EXPECT_EQ(latest_checkpoint(b + "/checkpoints"), b + "/checkpoints/step-3");
   ob.push_back("train.resume=latest");
   TrainSummary resumed = run(small_config(ob), -1);
   ASSERT_EQ(resumed.losses.size(), 4u);  // steps 3, 4, 5, 6
@@ -79,28 +79,50 @@ void expect_resume_bit_identical(const std::vector<std::string>& base) {
 
 TEST(Resume, MlpWithAugmentationAndDropoutIsBitIdentical) {
   expect_resume_bit_identical(
-      {"model.kind=mlp", "model.hidden=[64]", "model.dropout=0.2",
-       "data.augment=true", "train.steps=7", "train.batch_size=32",
-       "train.eval_samples=256", "optim.name=sgd", "optim.lr=0.05",
-       "optim.nesterov=true", "optim.warmup_steps=2", "train.log_every=2"});
+      {"model.kind=mlp",
+       "model.hidden=[64]",
+       "model.dropout=0.2",
+       "data.augment=true",
+       "train.steps=7",
+       "train.batch_size=32",
+       "train.eval_samples=256",
+       "optim.name=sgd",
+       "optim.lr=0.05",
+       "optim.nesterov=true",
+       "optim.warmup_steps=2",
+       "train.log_every=2"});
 }
 
 TEST(Resume, GptWithDropoutIsBitIdentical) {
   expect_resume_bit_identical(
-      {"model.kind=gpt", "data.name=fortunes", "model.dim=32",
-       "model.depth=2", "model.heads=2", "model.mlp_dim=64",
-       "model.seq_len=32", "model.dropout=0.1", "train.steps=7",
-       "train.batch_size=4", "train.eval_samples=16",
-       "optim.clip_grad_norm=0.5", "optim.weight_decay=0.1"});
+      {"model.kind=gpt",
+       "data.name=fortunes",
+       "model.dim=32",
+       "model.depth=2",
+       "model.heads=2",
+       "model.mlp_dim=64",
+       "model.seq_len=32",
+       "model.dropout=0.1",
+       "train.steps=7",
+       "train.batch_size=4",
+       "train.eval_samples=16",
+       "optim.clip_grad_norm=0.5",
+       "optim.weight_decay=0.1"});
 }
 
 TEST(TrainLoop, NoFreshAllocationAfterFirstStep) {
   const std::string dir = temp_dir("alloc");
-  Config c = small_config({"model.kind=vit", "model.dim=32", "model.depth=2",
-                           "model.heads=2", "model.mlp_dim=64",
-                           "train.steps=6", "train.batch_size=16",
-                           "train.eval_samples=32", "train.log_every=2",
-                           "run.dir=" + dir});
+  Config c = small_config(
+      {"model.kind=vit",
+       "model.dim=32",
+       "model.depth=2",
+       "model.heads=2",
+       "model.mlp_dim=64",
+       "train.steps=6",
+       "train.batch_size=16",
+       "train.eval_samples=32",
+       "train.log_every=2",
+       "run.dir=" + dir});
   std::vector<int64_t> fresh;
   TrainOptions o;
   std::ostringstream log;
@@ -110,22 +132,29 @@ TEST(TrainLoop, NoFreshAllocationAfterFirstStep) {
   };
   run_training(c, o);
   ASSERT_EQ(fresh.size(), 6u);
-  EXPECT_EQ(fresh.back(), fresh.front())
-      << "steps 2..6 allocated fresh memory";
+  EXPECT_EQ(fresh.back(), fresh.front()) << "steps 2..6 allocated fresh memory";
   fs::remove_all(dir);
 }
 
-// ZeRO stage 1: the start-up report says what rank 0 updates (0.01 MiB
-// buckets: rank 0 owns 10688 of the GPT's 21760 parameters, AdamW keeps
-// two states of them: 85504 bytes).
-TEST(TrainLoop, ZeroReportsTheRanksShare) {
+// The start-up lines of rank 0 of a dp=2 GPT under ZeRO stage `stage`.
+std::string zero_startup_log(int stage) {
   const std::string dir = temp_dir("zero");
   const Config c = small_config(
-      {"model.kind=gpt", "model.dim=32", "model.depth=2", "model.heads=4",
-       "model.mlp_dim=64", "model.seq_len=16", "model.vocab=64",
-       "data.name=synthetic", "train.steps=3", "train.batch_size=8",
-       "train.threads=1", "parallel.dp=2", "parallel.zero=1",
-       "parallel.bucket_mb=0.01", "run.dir=" + dir});
+      {"model.kind=gpt",
+       "model.dim=32",
+       "model.depth=2",
+       "model.heads=4",
+       "model.mlp_dim=64",
+       "model.seq_len=16",
+       "model.vocab=64",
+       "data.name=synthetic",
+       "train.steps=3",
+       "train.batch_size=8",
+       "train.threads=1",
+       "parallel.dp=2",
+       "parallel.zero=" + std::to_string(stage),
+       "parallel.bucket_mb=0.01",
+       "run.dir=" + dir});
   std::ostringstream log;
   run_local(2, [&](ProcessGroup& pg) {
     const std::unique_ptr<Mesh> mesh = make_layout_mesh(pg, c);
@@ -134,20 +163,45 @@ TEST(TrainLoop, ZeroReportsTheRanksShare) {
     o.out = pg.rank() == 0 ? &log : &quiet;
     run_training(c, o, *mesh);
   });
-  const std::string text = log.str();
+  fs::remove_all(dir);
+  return log.str();
+}
+
+// ZeRO stage 1: the start-up report says what rank 0 updates (0.01 MiB
+// buckets: rank 0 owns 10688 of the GPT's 21760 parameters, AdamW keeps
+// two states of them: 85504 bytes).
+TEST(TrainLoop, ZeroReportsTheRanksShare) {
+  const std::string text = zero_startup_log(1);
   EXPECT_NE(
       text.find("ndtrain: ZeRO stage 1 over 2 ranks: rank 0 updates 10688 "
                 "of its 21760 parameter elements (optimizer state 0.0815"),
       std::string::npos)
       << text;
-  fs::remove_all(dir);
+}
+
+// Stage 2: also the gradient memory: its buckets' 10688 elements and the
+// slots for rank 1's, 19136 in all (0.072998 MiB), against 21760.
+TEST(TrainLoop, Zero2ReportsTheRanksGradients) {
+  const std::string text = zero_startup_log(2);
+  EXPECT_NE(
+      text.find("ndtrain: ZeRO stage 2 over 2 ranks: rank 0 updates 10688 "
+                "of its 21760 parameter elements (optimizer state 0.0815"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("gradients 0.072998 of 0.0830078 MiB)"), std::string::npos)
+      << text;
 }
 
 TEST(TrainLoop, MlpLearnsFashionMnist) {
   const std::string dir = temp_dir("learn");
-  Config c = small_config({"model.hidden=[128]", "train.steps=150",
-                           "train.batch_size=64", "optim.lr=0.002",
-                           "train.eval_samples=2000", "run.dir=" + dir});
+  Config c = small_config(
+      {"model.hidden=[128]",
+       "train.steps=150",
+       "train.batch_size=64",
+       "optim.lr=0.002",
+       "train.eval_samples=2000",
+       "run.dir=" + dir});
   std::ostringstream log;
   TrainOptions o;
   o.out = &log;

@@ -70,7 +70,7 @@ GradSlots assign_grad_slots(
     if (static_cast<int>(user.size()) >= kMinGradSlots) {
       for (size_t s = 0; s < user.size(); ++s) {
         const int u = user[s];
-        if (spans[u].last > spans[b].first &&
+        if (spans[u].last > spans[b].first + 1 &&
             (best < 0 || spans[u].last > spans[user[best]].last))
           best = static_cast<int>(s);
       }

@@ -34,11 +34,12 @@ std::vector<int> assign_bucket_owners(
 // not own. Such a bucket is only needed from the backward of the module
 // holding its first parameter (`span.first`) until its reduce to the
 // owner is done, so these buckets share a few buffers (slots): a bucket
-// takes a slot whose previous bucket ended in a module whose backward ran
-// before its own began (modules run from the highest number down), the
-// one that ended earliest, so its reduce had the most time to finish; a
-// new slot only when there is none, or fewer than kMinGradSlots. Pure:
-// every rank of the group computes the same for the same owner.
+// takes a slot whose previous bucket ended at least one whole module
+// before its own first module (modules run from the highest number down),
+// so that the previous reduce had a module's backward to finish, and of
+// those the one that ended earliest; a new slot only when there is none,
+// or fewer than kMinGradSlots. Pure: every rank of the group computes the
+// same for the same owner.
 constexpr int kMinGradSlots = 2;
 
 struct ModuleSpan {

@@ -224,8 +224,14 @@ void PipelineExecutor::execute(const Instr& in, int index) {
       if (NDT_FAULT(kPpDropMicrobatch) && in.mb == 0 &&
           virtual_stage(in.chunk) == virtual_stages_ - 1)
         scale = 0;
-      s.grad_in =
-          model_.backward_range(r.first, r.last, s.grad_out, s.ctx, scale);
+      try {
+        // Collectives inside backward (tensor parallelism; ZeRO stage 2
+        // waits for a reduce before reusing a gradient slot).
+        s.grad_in =
+            model_.backward_range(r.first, r.last, s.grad_out, s.ctx, scale);
+      } catch (const CommError& e) {
+        fail(in, index, e.what());
+      }
       s.grad_out = Tensor();
       s.ctx.clear();  // this pair's activations are no longer needed
       return;

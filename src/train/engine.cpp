@@ -342,7 +342,14 @@ StepResult Engine::step(int64_t step) {
     batch.input = my_tokens(input_);
     batch.targets = my_tokens(targets_);
     batch.sample_offset = rank_ * local;
-    replicas_[0]->zero_grad();
+    if (ddp_ && ddp_->zero_stage() == 2) {
+      // ZeRO stage 2: the other ranks' buckets are zeroed as backward
+      // reaches them (their slots are shared).
+      for (Parameter* q : opt_->parameters())
+        ops::zero_(q->grad);
+    } else {
+      replicas_[0]->zero_grad();
+    }
     executors_[0]->run(instrs, M, batch, stats);
   } else {
     // Single-process data parallel: the whole global batch, one slice per

@@ -7,7 +7,8 @@
 //   before each backward   begin_backward(last): whether this backward is
 //                          the last one of the step for its model chunk (a
 //                          backend that overlaps communication with
-//                          backward starts it only then)
+//                          backward starts it only then; ZeRO stage 2
+//                          reduces after every backward)
 //   kReduceGrads           finish(): on return the gradients hold the
 //                          global-batch gradient wherever the optimizer
 //                          reads them
@@ -15,7 +16,8 @@
 // Implementations: DistributedDataParallel (MPI ranks, bucketed all-reduce
 // overlapped with backward, parallel/ddp.h), ThreadsGradSync (replicas on
 // the threads of one process, reduced to replica 0,
-// parallel/threads_grad_sync.h). Sharded optimizers (ZeRO) plug in here.
+// parallel/threads_grad_sync.h). ZeRO stages 1 and 2 are modes of
+// DistributedDataParallel.
 #pragma once
 
 namespace ndt {

@@ -45,6 +45,15 @@ std::vector<int> assign_bucket_owners(
   return owner;
 }
 
+std::vector<ModuleSpan> bucket_spans(
+    const std::vector<Bucket>& buckets, const std::vector<int>& module_of) {
+  std::vector<ModuleSpan> out;
+  for (const Bucket& b : buckets)
+    out.push_back(
+        {module_of.at(b.params.front()), module_of.at(b.params.back())});
+  return out;
+}
+
 GradSlots assign_grad_slots(
     const std::vector<Bucket>& buckets,
     const std::vector<ModuleSpan>& spans,

@@ -52,6 +52,11 @@ struct GradSlots {
   std::vector<int64_t> capacity;  // per slot: its largest bucket's numel
 };
 
+// Each bucket's span, from `module_of[i]`: the module of the i-th
+// parameter in backward order (the order assign_buckets() packed).
+std::vector<ModuleSpan> bucket_spans(
+    const std::vector<Bucket>& buckets, const std::vector<int>& module_of);
+
 GradSlots assign_grad_slots(
     const std::vector<Bucket>& buckets,
     const std::vector<ModuleSpan>& spans,

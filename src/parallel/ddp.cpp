@@ -40,10 +40,7 @@ DistributedDataParallel::DistributedDataParallel(
   // ZeRO stage 2: the buckets of the other ranks go to shared slots.
   slot_of_.assign(buckets_.size(), -1);
   if (zero_ == 2 && group_.size() > 1) {
-    std::vector<ModuleSpan> spans;
-    for (const Bucket& bk : buckets_)
-      spans.push_back(
-          {module_of_[bk.params.front()], module_of_[bk.params.back()]});
+    const std::vector<ModuleSpan> spans = bucket_spans(buckets_, module_of_);
     const GradSlots gs =
         assign_grad_slots(buckets_, spans, owner_, group_.rank());
     slot_of_ = gs.slot_of;
@@ -80,9 +77,7 @@ DistributedDataParallel::DistributedDataParallel(
     }
   }
   pending_.resize(buckets_.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    pending_[b] = static_cast<int>(buckets_[b].params.size());
-  }
+  rearm();
   work_.resize(buckets_.size());
   if (zero_ == 2 && group_.size() > 1)
     model_.on_backward_begin = [this](int m) { on_module_begin(m); };
@@ -161,6 +156,19 @@ void DistributedDataParallel::broadcast_parameters() {
     w->wait();
 }
 
+void DistributedDataParallel::rearm() {
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    pending_[b] = static_cast<int>(buckets_[b].params.size());
+  launched_ = 0;
+}
+
+void DistributedDataParallel::wait_bucket(int b) {
+  if (work_[b]) {  // null: bucket_skip's, or waited for already
+    work_[b]->wait();
+    work_[b].reset();
+  }
+}
+
 void DistributedDataParallel::check_all_launched() const {
   NDT_ASSERT(
       launched_ == static_cast<int>(buckets_.size()),
@@ -188,9 +196,7 @@ void DistributedDataParallel::begin_backward(bool last) {
     // The previous micro-batch's reduces are in flight: count afresh (a
     // bucket's reduce is waited for before its gradients are written).
     check_all_launched();
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      pending_[b] = static_cast<int>(buckets_[b].params.size());
-    launched_ = 0;
+    rearm();
   }
 }
 
@@ -201,18 +207,12 @@ void DistributedDataParallel::on_module_begin(int module) {
   // must be done before they are written.
   const double t0 = now_s();
   for (int b : starts_in_[module]) {
-    if (work_[b]) {
-      work_[b]->wait();
-      work_[b].reset();
-    }
+    wait_bucket(b);
     const int s = slot_of_[b];
     if (s < 0)
       continue;
-    const int prev = slot_user_[s];
-    if (prev >= 0 && work_[prev]) {
-      work_[prev]->wait();
-      work_[prev].reset();
-    }
+    if (slot_user_[s] >= 0)
+      wait_bucket(slot_user_[s]);
     slot_user_[s] = b;
     if (!NDT_FAULT(kZero2StaleSlot))
       ops::zero_(flat_[b]);
@@ -266,12 +266,8 @@ void DistributedDataParallel::finish() {
   if (group_.size() > 1 && sync_) {
     check_all_launched();
     double t0 = now_s();
-    for (auto& w : work_) {
-      if (!w)  // bucket_skip's, or waited for already (ZeRO stage 2)
-        continue;
-      w->wait();
-      w.reset();
-    }
+    for (size_t b = 0; b < work_.size(); ++b)
+      wait_bucket(static_cast<int>(b));
     if (NDT_FAULT(kDpMeanNotSum)) {
       for (Tensor& f : flat_)
         ops::scale_(f, 1.0f / float(group_.size()));
@@ -280,11 +276,7 @@ void DistributedDataParallel::finish() {
     exposed_s_ += t1 - t0;
     comm_s_ += t1 - first_launch_;
   }
-  // Re-arm for the next backward.
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    pending_[b] = static_cast<int>(buckets_[b].params.size());
-  }
-  launched_ = 0;
+  rearm();  // for the next backward
 }
 
 }  // namespace ndt

@@ -94,6 +94,10 @@ class DistributedDataParallel final : public GradSync {
   }
 
  private:
+  // Every bucket's count of pending parameters restored; none launched.
+  void rearm();
+  // Waits for bucket b's reduce (all-reduce) if one is in flight.
+  void wait_bucket(int b);
   void check_all_launched() const;
   void on_module_begin(int module);
   void on_module_done(int module);

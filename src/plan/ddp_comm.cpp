@@ -96,14 +96,13 @@ int64_t zero2_grad_elements(
     int64_t bucket_bytes,
     int ranks,
     int rank) {
-  const std::vector<std::pair<int, int>> order = backward_order(shape, held);
+  std::vector<int> module_of;  // per parameter in backward order
+  for (const auto& [m, i] : backward_order(shape, held))
+    module_of.push_back(m);
   const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
-  std::vector<ModuleSpan> spans;
-  for (const Bucket& b : buckets)
-    spans.push_back(
-        {order[b.params.front()].first, order[b.params.back()].first});
-  const GradSlots slots = assign_grad_slots(buckets, spans, owners, rank);
+  const GradSlots slots = assign_grad_slots(
+      buckets, bucket_spans(buckets, module_of), owners, rank);
   int64_t n = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (owners[b] == rank)

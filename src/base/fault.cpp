@@ -36,6 +36,7 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kSpLocalPositions, "sp_local_positions"},
     {Fault::kZeroSkipBroadcast, "zero_skip_broadcast"},
     {Fault::kZero2StaleSlot, "zero2_stale_slot"},
+    {Fault::kZero3StaleValues, "zero3_stale_values"},
 };
 
 Fault parse_fault() {

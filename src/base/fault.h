@@ -47,6 +47,9 @@
 //   zero2_stale_slot     ZeRO stage 2: a shared gradient slot is not zeroed
 //                        when its next bucket starts (that bucket's
 //                        gradients add to the previous one's)
+//   zero3_stale_values   ZeRO stage 3: the update does not mark the value
+//                        slots old, so a bucket still in its slot is used
+//                        with its values from before the update
 #pragma once
 
 namespace ndt {
@@ -72,6 +75,7 @@ enum class Fault {
   kSpLocalPositions,
   kZeroSkipBroadcast,
   kZero2StaleSlot,
+  kZero3StaleValues,
 };
 
 #ifdef NDT_FAULTS

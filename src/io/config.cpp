@@ -220,7 +220,7 @@ constexpr Key kKeys[] = {
     {"parallel.dp", field<&ParallelConfig::dp>, at_least(1)},
     {"parallel.dp_mode", field<&ParallelConfig::dp_mode>},
     {"parallel.bucket_mb", field<&ParallelConfig::bucket_mb>, above(0)},
-    {"parallel.zero", field<&ParallelConfig::zero>, in_closed(0, 2)},
+    {"parallel.zero", field<&ParallelConfig::zero>, in_closed(0, 3)},
     {"parallel.pp", field<&ParallelConfig::pp>, at_least(1)},
     {"parallel.pp_chunks", field<&ParallelConfig::pp_chunks>, at_least(1)},
     {"parallel.pp_split", field<&ParallelConfig::pp_split>, at_least(1)},
@@ -706,11 +706,12 @@ void check_pipeline(const Config& c) {
   }
 }
 
-// ZeRO shards the optimizer (stage 2: and the gradients) over the ranks
-// whose gradients the data-parallel sync sums (dp, sequence-parallel and
-// 2.5D depth ranks), in every layout of MPI ranks; stage 2 not with
-// interleaved pipeline chunks, whose micro-batches' backwards alternate
-// between chunks while it reduces each backward's buckets.
+// ZeRO shards the optimizer (stage 2: and the gradients; stage 3: and the
+// parameters) over the ranks whose gradients the data-parallel sync sums
+// (dp, sequence-parallel and 2.5D depth ranks), in every layout of MPI
+// ranks; stages 2 and 3 not with interleaved pipeline chunks, whose
+// micro-batches' backwards alternate between chunks while they reduce each
+// backward's buckets.
 void check_zero(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.zero == 0)
@@ -726,9 +727,10 @@ void check_zero(const Config& c) {
   NDT_CHECK(
       p.zero == 1 || p.pp_chunks == 1,
       ConfigError,
-      "parallel.zero=2 reduces every micro-batch's gradients as its backward "
-      "ends, which needs one model chunk per pipeline rank: got "
-      "parallel.pp_chunks=",
+      "parallel.zero=",
+      p.zero,
+      " reduces every micro-batch's gradients as its backward ends, which "
+      "needs one model chunk per pipeline rank: got parallel.pp_chunks=",
       p.pp_chunks,
       " (use parallel.zero=1 with interleaved schedules)");
 }

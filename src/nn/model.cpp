@@ -92,7 +92,10 @@ Tensor Model::forward_range(
   const bool first_grad =
       first == 1 || (first == 0 && !embed->parameters().empty());
   Tensor x = x_in;
+  ctx.run.comm_poll = on_comm_poll ? &on_comm_poll : nullptr;
   for (int m = first; m <= last; ++m) {
+    if (on_forward_begin)
+      on_forward_begin(m);
     Context& c = ctx.child(m);
     if (m == head_m) {
       head->forward(x, targets, c, stats);
@@ -114,7 +117,7 @@ Tensor Model::forward_range(
 Tensor Model::backward_range(
     int first, int last, const Tensor& dy, Context& ctx, float scale) {
   const int head_m = num_modules() - 1;
-  ctx.run.comm_poll = on_backward_poll ? &on_backward_poll : nullptr;
+  ctx.run.comm_poll = on_comm_poll ? &on_comm_poll : nullptr;
   Tensor g = dy;
   for (int m = last; m >= first; --m) {
     Context& c = ctx.child(m);

@@ -39,11 +39,16 @@ class Model {
   // communication here.
   std::function<void(int)> on_backward_done;
   // Called right before module m's backward, in the same order: ZeRO
-  // stage 2 readies the gradient buffers the module is about to write.
+  // stage 2 readies the gradient buffers the module is about to write,
+  // stage 3 gathers the parameters it reads.
   std::function<void(int)> on_backward_begin;
-  // Called between layers inside a module's backward (RunState::comm_poll),
-  // more often than on_backward_done: lets in-flight communication advance.
-  std::function<void()> on_backward_poll;
+  // Called right before module m's forward (forward_range, also in
+  // evaluation): ZeRO stage 3 gathers the parameters it reads.
+  std::function<void(int)> on_forward_begin;
+  // Called between layers inside a module's forward and backward
+  // (RunState::comm_poll), more often than the hooks above: lets in-flight
+  // communication advance.
+  std::function<void()> on_comm_poll;
 
   // All parameters in a fixed order: input layer, blocks, head (only the
   // modules kept, see keep_modules).
@@ -71,7 +76,8 @@ class Model {
   // undefined; otherwise the result is module last's output. recompute:
   // each block keeps only its input (Context::recompute_input) and
   // backward_range runs its forward again (activation checkpointing).
-  // The module's Context is ctx.child(m).
+  // The module's Context is ctx.child(m). Calls on_forward_begin(m)
+  // before each module.
   Tensor forward_range(
       int first,
       int last,

@@ -50,9 +50,10 @@ struct RunState {
   // Index of this micro-batch's first sample within the step's global
   // batch: per-sample randomness (dropout) is keyed by global position.
   int64_t sample_offset = 0;
-  // Set during backward when someone has communication in flight (data
-  // parallelism's bucket all-reduces): composite modules call poll_comm()
-  // between their layers so it advances while backward computes.
+  // Set during forward and backward when someone may have communication
+  // in flight (data parallelism's bucket reduces, ZeRO stage 3's parameter
+  // broadcasts): composite modules call poll_comm() between their layers
+  // so it advances while they compute.
   const std::function<void()>* comm_poll = nullptr;
 };
 

@@ -51,13 +51,17 @@ TransformerBlock::TransformerBlock(
 
 Tensor TransformerBlock::forward(const Tensor& x, Context& ctx) {
   Tensor a = x;
-  for (int i = kLn1; i <= kDrop1; ++i)
+  for (int i = kLn1; i <= kDrop1; ++i) {
     a = layers_[i]->forward(a, ctx.child(i));
+    poll_comm(ctx.run);
+  }
   Tensor h(x.shape(), MemTag::kActs);
   ops::add(h, x, a);
   Tensor m = h;
-  for (int i = kLn2; i <= kDrop2; ++i)
+  for (int i = kLn2; i <= kDrop2; ++i) {
     m = layers_[i]->forward(m, ctx.child(i));
+    poll_comm(ctx.run);
+  }
   Tensor y(x.shape(), MemTag::kActs);
   ops::add(y, h, m);
   return y;

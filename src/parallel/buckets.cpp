@@ -54,21 +54,21 @@ std::vector<ModuleSpan> bucket_spans(
   return out;
 }
 
-GradSlots assign_grad_slots(
+Slots assign_slots(
     const std::vector<Bucket>& buckets,
     const std::vector<ModuleSpan>& spans,
     const std::vector<int>& owners,
     int rank) {
   NDT_ASSERT(
       spans.size() == buckets.size() && owners.size() == buckets.size(),
-      "assign_grad_slots: ",
+      "assign_slots: ",
       buckets.size(),
       " buckets, ",
       spans.size(),
       " spans, ",
       owners.size(),
       " owners");
-  GradSlots out;
+  Slots out;
   out.slot_of.assign(buckets.size(), -1);
   std::vector<int> user;  // per slot: the bucket that took it last
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -76,7 +76,7 @@ GradSlots assign_grad_slots(
     if (owners[b] == rank)
       continue;
     int best = -1;
-    if (static_cast<int>(user.size()) >= kMinGradSlots) {
+    if (static_cast<int>(user.size()) >= kMinSlots) {
       for (size_t s = 0; s < user.size(); ++s) {
         const int u = user[s];
         if (spans[u].last > spans[b].first + 1 &&

@@ -2,7 +2,7 @@
 // (in the order their gradients become final during backward) to buckets
 // of about `bucket_bytes`, so every rank builds identical buckets and
 // all-reduces them in the same order; ZeRO's owners of the buckets and
-// the shared buffers of stage 2.
+// the shared buffers of stages 2 and 3.
 #pragma once
 
 #include <cstdint>
@@ -30,24 +30,29 @@ std::vector<Bucket> assign_buckets(
 std::vector<int> assign_bucket_owners(
     const std::vector<Bucket>& buckets, int ranks);
 
-// ZeRO stage 2: where a rank keeps the gradients of the buckets it does
-// not own. Such a bucket is only needed from the backward of the module
-// holding its first parameter (`span.first`) until its reduce to the
-// owner is done, so these buckets share a few buffers (slots): a bucket
-// takes a slot whose previous bucket ended at least one whole module
-// before its own first module (modules run from the highest number down),
-// so that the previous reduce had a module's backward to finish, and of
-// those the one that ended earliest; a new slot only when there is none,
-// or fewer than kMinGradSlots. Pure: every rank of the group computes the
-// same for the same owner.
-constexpr int kMinGradSlots = 2;
+// ZeRO stages 2 and 3: where a rank keeps the gradients (stage 2) or the
+// parameter values (stage 3) of the buckets it does not own. Such a bucket
+// is only needed around the modules its parameters belong to (gradients:
+// from the backward of the module holding its first parameter,
+// `span.first`, until its reduce to the owner is done; values: while
+// those modules run, fetched one module ahead), so these buckets share a
+// few buffers (slots): a bucket takes a slot whose previous bucket ended
+// at least one whole module before its own first module (modules run
+// from the highest number down in backward), so that the previous reduce
+// had a module's backward to finish, and of those the one that ended
+// earliest; a new slot only when there is none, or fewer than kMinSlots.
+// The gap holds in either direction, so the same slots serve forward
+// (modules ascending) and backward. Owners of -1 (nobody's) give every
+// rank the same slots. Pure: every rank of the group computes the same
+// for the same owners.
+constexpr int kMinSlots = 2;
 
 struct ModuleSpan {
   int first = 0;  // module of the bucket's first parameter (backward order)
   int last = 0;   // module of its last: first >= last
 };
 
-struct GradSlots {
+struct Slots {
   std::vector<int> slot_of;       // per bucket: its slot, -1 when owned
   std::vector<int64_t> capacity;  // per slot: its largest bucket's numel
 };
@@ -57,7 +62,7 @@ struct GradSlots {
 std::vector<ModuleSpan> bucket_spans(
     const std::vector<Bucket>& buckets, const std::vector<int>& module_of);
 
-GradSlots assign_grad_slots(
+Slots assign_slots(
     const std::vector<Bucket>& buckets,
     const std::vector<ModuleSpan>& spans,
     const std::vector<int>& owners,

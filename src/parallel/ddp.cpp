@@ -21,7 +21,7 @@ double now_s() {
 DistributedDataParallel::DistributedDataParallel(
     Model& model, ProcessGroup& group, int64_t bucket_bytes, int zero)
     : model_(model), group_(group), zero_(zero), shard_(zero >= 1) {
-  NDT_ASSERT(zero >= 0 && zero <= 2, "ZeRO stage ", zero);
+  NDT_ASSERT(zero >= 0 && zero <= 3, "ZeRO stage ", zero);
   // Backward order: head, last block, ..., input layer; within a module,
   // its parameters in reverse declaration order.
   for (int m = model.num_modules() - 1; m >= 0; --m) {
@@ -32,17 +32,27 @@ DistributedDataParallel::DistributedDataParallel(
     }
   }
   std::vector<int64_t> numels;
-  for (Parameter* p : params_)
+  for (Parameter* p : params_) {
     numels.push_back(p->grad.numel());
+    double sum = 0, sq = 0;
+    const float* v = p->value.data();
+    for (int64_t i = 0; i < p->value.numel(); ++i) {
+      sum += v[i];
+      sq += double(v[i]) * v[i];
+    }
+    initial_sums_.push_back(sum);
+    initial_sums_.push_back(sq);
+  }
   buckets_ = assign_buckets(numels, bucket_bytes);
   if (shard_)
     owner_ = assign_bucket_owners(buckets_, group_.size());
-  // ZeRO stage 2: the buckets of the other ranks go to shared slots.
+  // ZeRO stages 2 and 3: the gradients of the other ranks' buckets go to
+  // shared slots; stage 3: their values too.
   slot_of_.assign(buckets_.size(), -1);
-  if (zero_ == 2 && group_.size() > 1) {
-    const std::vector<ModuleSpan> spans = bucket_spans(buckets_, module_of_);
-    const GradSlots gs =
-        assign_grad_slots(buckets_, spans, owner_, group_.rank());
+  const bool sliced = zero_ >= 2 && group_.size() > 1;
+  const std::vector<ModuleSpan> spans = bucket_spans(buckets_, module_of_);
+  if (sliced) {
+    const Slots gs = assign_slots(buckets_, spans, owner_, group_.rank());
     slot_of_ = gs.slot_of;
     for (int64_t n : gs.capacity)
       slots_.push_back(Tensor::zeros({n}, MemTag::kGrads));
@@ -50,6 +60,17 @@ DistributedDataParallel::DistributedDataParallel(
     starts_in_.resize(model.num_modules());
     for (size_t b = 0; b < buckets_.size(); ++b)
       starts_in_[spans[b].first].push_back(static_cast<int>(b));
+  }
+  if (sliced && zero_ == 3) {
+    const Slots vs =
+        assign_slots(buckets_, spans, std::vector<int>(buckets_.size(), -1), 0);
+    value_slot_of_ = vs.slot_of;
+    for (int64_t n : vs.capacity)
+      value_slots_.push_back(Tensor::zeros({n}, MemTag::kParams));
+    value_slot_user_.assign(value_slots_.size(), -1);
+    gathers_ = std::make_unique<ParamGathers>(
+        spans, value_slot_of_, model.num_modules());
+    gather_work_.resize(buckets_.size());
   }
   bucket_of_.resize(params_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -65,12 +86,17 @@ DistributedDataParallel::DistributedDataParallel(
     }
     flat_.push_back(flat);
     if (shard_) {
-      // The values too, so that one broadcast per bucket sends them.
-      Tensor values = Tensor::zeros({bk.numel}, MemTag::kParams);
+      // The values too, so that one broadcast per bucket sends them. Stage
+      // 3: the other ranks' in a slot, gathered when read.
+      const bool slot = gathers_ && owner_[b] != group_.rank();
+      Tensor values = slot
+                          ? value_slots_[value_slot_of_[b]].slice(0, {bk.numel})
+                          : Tensor::zeros({bk.numel}, MemTag::kParams);
       for (size_t k = 0; k < bk.params.size(); ++k) {
         Parameter* p = params_[bk.params[k]];
         Tensor view = values.slice(bk.offsets[k], p->value.shape());
-        view.copy_(p->value);
+        if (!slot)
+          view.copy_(p->value);
         p->value = view;
       }
       values_.push_back(values);
@@ -79,32 +105,25 @@ DistributedDataParallel::DistributedDataParallel(
   pending_.resize(buckets_.size());
   rearm();
   work_.resize(buckets_.size());
-  if (zero_ == 2 && group_.size() > 1)
+  if (sliced)
     model_.on_backward_begin = [this](int m) { on_module_begin(m); };
+  if (gathers_)
+    model_.on_forward_begin = [this](int m) { gather_values(m, true); };
   model_.on_backward_done = [this](int m) { on_module_done(m); };
-  model_.on_backward_poll = [this] { progress(); };
+  model_.on_comm_poll = [this] { progress(); };
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   model_.on_backward_begin = nullptr;
+  model_.on_forward_begin = nullptr;
   model_.on_backward_done = nullptr;
-  model_.on_backward_poll = nullptr;
+  model_.on_comm_poll = nullptr;
 }
 
 void DistributedDataParallel::check_replicas_identical() {
-  // Per parameter: sum and sum of squares in double; max and -min over
-  // ranks must agree exactly.
-  std::vector<double> lo, hi;
-  for (Parameter* p : params_) {
-    double s = 0, q = 0;
-    const float* v = p->value.data();
-    for (int64_t i = 0; i < p->value.numel(); ++i) {
-      s += v[i];
-      q += double(v[i]) * v[i];
-    }
-    hi.push_back(s);
-    hi.push_back(q);
-  }
+  // Per parameter: sum and sum of squares in double of the values it had
+  // when DDP took it over; max and -min over ranks must agree exactly.
+  std::vector<double> lo, hi = initial_sums_;
   for (double x : hi)
     lo.push_back(-x);
   std::vector<double> mine = hi;
@@ -145,6 +164,12 @@ std::vector<Parameter*> DistributedDataParallel::owned_parameters() const {
 void DistributedDataParallel::broadcast_parameters() {
   if (!shard_ || group_.size() == 1)
     return;
+  if (gathers_) {
+    // Stage 3: the next forward gathers the new values.
+    if (!NDT_FAULT(kZero3StaleValues))
+      gathers_->invalidate();
+    return;
+  }
   if (NDT_FAULT(kZeroSkipBroadcast))
     return;
   std::vector<std::unique_ptr<Work>> work;
@@ -154,6 +179,34 @@ void DistributedDataParallel::broadcast_parameters() {
   }
   for (auto& w : work)
     w->wait();
+}
+
+void DistributedDataParallel::values_written() {
+  if (gathers_)
+    gathers_->invalidate();
+}
+
+void DistributedDataParallel::gather_values(int module, bool forward) {
+  const double t0 = now_s();
+  for (int b : gathers_->before(module, forward)) {
+    // The slot's previous bucket: its broadcast must be done writing.
+    const int s = value_slot_of_[b];
+    const int prev = value_slot_user_[s];
+    if (prev >= 0 && gather_work_[prev]) {
+      gather_work_[prev]->wait();
+      gather_work_[prev].reset();
+    }
+    value_slot_user_[s] = b;
+    gather_work_[b] = group_.broadcast_async(
+        values_[b].data(), values_[b].numel(), owner_[b]);
+  }
+  for (int b : gathers_->of_module(module)) {
+    if (gather_work_[b]) {
+      gather_work_[b]->wait();
+      gather_work_[b].reset();
+    }
+  }
+  exposed_s_ += now_s() - t0;
 }
 
 void DistributedDataParallel::rearm() {
@@ -190,9 +243,20 @@ int64_t DistributedDataParallel::grad_elements() const {
   return n;
 }
 
+int64_t DistributedDataParallel::param_elements() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!gathers_ || owner_[b] == group_.rank())
+      n += buckets_[b].numel;
+  }
+  for (const Tensor& s : value_slots_)
+    n += s.numel();
+  return n;
+}
+
 void DistributedDataParallel::begin_backward(bool last) {
-  sync_ = last || zero_ == 2;
-  if (zero_ == 2 && launched_ > 0) {
+  sync_ = last || zero_ >= 2;
+  if (zero_ >= 2 && launched_ > 0) {
     // The previous micro-batch's reduces are in flight: count afresh (a
     // bucket's reduce is waited for before its gradients are written).
     check_all_launched();
@@ -201,7 +265,10 @@ void DistributedDataParallel::begin_backward(bool last) {
 }
 
 void DistributedDataParallel::on_module_begin(int module) {
-  // ZeRO stage 2: the buckets whose first gradients `module` computes.
+  if (gathers_)
+    gather_values(module, false);
+  // ZeRO stages 2 and 3: the buckets whose first gradients `module`
+  // computes.
   // The reduce of the bucket's previous micro-batch (it writes the
   // owner's sum) and of the slot's previous bucket (it reads the slot)
   // must be done before they are written.

@@ -21,11 +21,19 @@
 //
 // ZeRO stage 2 (zero = 2) also shards the gradients: a rank keeps memory
 // only for the buckets it owns; the others' gradients live in a few
-// shared slots (assign_grad_slots) while they are computed and reduced.
+// shared slots (assign_slots) while they are computed and reduced.
 // So every backward reduces, also one that is not the step's last: the
 // owner's bucket accumulates the sums of the micro-batches, a slot is
 // zeroed when its next bucket starts (the Model's on_backward_begin hook)
 // after the reduce of the bucket before it has finished.
+//
+// ZeRO stage 3 (zero = 3) also shards the parameter values: a rank keeps
+// the values of its own buckets; the others' live in shared slots
+// (assign_slots with no owners: the same on every rank), filled by a
+// broadcast from the owner before a module's forward or backward reads
+// them and one module ahead (ParamGathers decides which, the Model's
+// on_forward_begin and on_backward_begin hooks run it). After the update
+// nothing is broadcast: the next forward gathers what it reads.
 #pragma once
 
 #include <memory>
@@ -36,6 +44,7 @@
 #include "nn/model.h"
 #include "parallel/buckets.h"
 #include "parallel/grad_sync.h"
+#include "parallel/param_gathers.h"
 
 namespace ndt {
 
@@ -68,22 +77,30 @@ class DistributedDataParallel final : public GradSync {
   bool shards_optimizer() const {
     return shard_;
   }
-  // ZeRO stage: 0, 1 (optimizer state) or 2 (also gradients).
+  // ZeRO stage: 0, 1 (optimizer state), 2 (also gradients) or 3 (also
+  // parameters).
   int zero_stage() const {
     return zero_;
   }
   // Elements of gradient memory this rank keeps: every bucket, or under
-  // ZeRO stage 2 its own buckets and the slots.
+  // ZeRO stages 2 and 3 its own buckets and the slots.
   int64_t grad_elements() const;
+  // Elements of parameter memory this rank keeps: every bucket, or under
+  // ZeRO stage 3 its own buckets and the slots.
+  int64_t param_elements() const;
   // ZeRO stage 1: the group rank that updates p (a parameter of the model),
   // and this rank's parameters in the model's order. Without sharding,
   // every parameter is this rank's.
   int owner(const Parameter& p) const;
   std::vector<Parameter*> owned_parameters() const;
-  // ZeRO stage 1: every bucket's parameter values from its owner to all
-  // ranks (after the owners' update); collective over the group. Nothing
-  // without sharding.
+  // ZeRO stages 1 and 2: every bucket's parameter values from its owner
+  // to all ranks (after the owners' update); collective over the group.
+  // Stage 3: only records that the slots hold old values (the next
+  // forward gathers). Nothing without sharding.
   void broadcast_parameters();
+  // The parameters were written outside a step (a checkpoint loaded):
+  // under stage 3 the slots no longer hold current values. Local.
+  void values_written();
   // Seconds spent blocked in finish() (communication not hidden by
   // backward) and from first launch to last completion, summed over steps.
   double exposed_seconds() const {
@@ -99,6 +116,8 @@ class DistributedDataParallel final : public GradSync {
   // Waits for bucket b's reduce (all-reduce) if one is in flight.
   void wait_bucket(int b);
   void check_all_launched() const;
+  // ZeRO stage 3: the parameters module m reads, before it runs.
+  void gather_values(int module, bool forward);
   void on_module_begin(int module);
   void on_module_done(int module);
   void progress();
@@ -121,6 +140,16 @@ class DistributedDataParallel final : public GradSync {
   std::vector<int> slot_of_;
   std::vector<std::vector<int>> starts_in_;  // per module
   std::vector<int> slot_user_;
+  // ZeRO stage 3: the value slots, each bucket's value slot, what to
+  // gather when, the broadcasts in flight and each slot's bucket now.
+  std::vector<Tensor> value_slots_;
+  std::vector<int> value_slot_of_;
+  std::unique_ptr<ParamGathers> gathers_;
+  std::vector<std::unique_ptr<Work>> gather_work_;
+  std::vector<int> value_slot_user_;
+  // Per parameter (backward order): sum and sum of squares of its initial
+  // values, for check_replicas_identical().
+  std::vector<double> initial_sums_;
   std::vector<std::unique_ptr<Work>> work_;
   bool sync_ = true;
   int launched_ = 0;

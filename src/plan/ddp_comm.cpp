@@ -101,8 +101,8 @@ int64_t zero2_grad_elements(
     module_of.push_back(m);
   const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
-  const GradSlots slots = assign_grad_slots(
-      buckets, bucket_spans(buckets, module_of), owners, rank);
+  const Slots slots =
+      assign_slots(buckets, bucket_spans(buckets, module_of), owners, rank);
   int64_t n = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (owners[b] == rank)

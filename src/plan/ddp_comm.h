@@ -55,7 +55,7 @@ std::vector<std::vector<bool>> zero_updated_params(
 
 // ZeRO stage 2: the gradient elements the rank at position `rank` of the
 // gradient sync's `ranks` keeps: its buckets and the slots shared by the
-// others' (assign_grad_slots, as DistributedDataParallel makes them).
+// others' (assign_slots, as DistributedDataParallel makes them).
 int64_t zero2_grad_elements(
     const ModelShape& shape,
     const std::vector<bool>& held,

@@ -342,9 +342,9 @@ StepResult Engine::step(int64_t step) {
     batch.input = my_tokens(input_);
     batch.targets = my_tokens(targets_);
     batch.sample_offset = rank_ * local;
-    if (ddp_ && ddp_->zero_stage() == 2) {
-      // ZeRO stage 2: the other ranks' buckets are zeroed as backward
-      // reaches them (their slots are shared).
+    if (ddp_ && ddp_->zero_stage() >= 2) {
+      // ZeRO stages 2 and 3: the other ranks' buckets are zeroed as
+      // backward reaches them (their slots are shared).
       for (Parameter* q : opt_->parameters())
         ops::zero_(q->grad);
     } else {
@@ -411,14 +411,34 @@ EvalResult Engine::evaluate(int64_t step) {
   // Data parallel over ranks: each rank a contiguous share, stats reduced.
   const auto [first, end] = eval_range();
   const int64_t B = config_.train.batch_size;
-  LossStats stats;
-  for (int64_t i = first; i < end; i += B) {
-    int64_t n = std::min(B, end - i);
+  auto forward = [&](int64_t i, int64_t n, LossStats& into) {
     Tensor input = data_.make_input(n);
     Tensor targets = data_.make_targets(n);
     data_.eval_batch(i, n, input, targets);
     executors_[0]->forward_eval(
-        my_tokens(input), my_tokens(targets), config_.train.seed, step, stats);
+        my_tokens(input), my_tokens(targets), config_.train.seed, step, into);
+  };
+  LossStats stats;
+  for (int64_t i = first; i < end; i += B)
+    forward(i, std::min(B, end - i), stats);
+  if (ddp_ && ddp_->zero_stage() == 3) {
+    // ZeRO stage 3 gathers parameters in every forward, collectively over
+    // the data-parallel ranks: a rank with fewer batches than another runs
+    // that rank's first batch until it has as many (not counted).
+    const int64_t mine = (end - first + B - 1) / B;
+    int64_t most = 0, pad_first = 0, pad_n = 0;
+    for (int r = 0; r < dp_; ++r) {
+      const int64_t lo = total * r / dp_;
+      const int64_t n = total * (r + 1) / dp_ - lo;
+      if ((n + B - 1) / B > most) {
+        most = (n + B - 1) / B;
+        pad_first = lo;
+        pad_n = std::min(B, n);
+      }
+    }
+    LossStats ignored;
+    for (int64_t k = mine; k < most; ++k)
+      forward(pad_first, pad_n, ignored);
   }
   // The loss lives on the last stage of each pipeline.
   double v[3] = {stats.loss_sum, double(stats.count), double(stats.correct)};

@@ -134,6 +134,9 @@ class Engine {
   const DistributedDataParallel* ddp() const {
     return ddp_.get();
   }
+  DistributedDataParallel* ddp() {
+    return ddp_.get();
+  }
 
  private:
   void partition_pipeline();

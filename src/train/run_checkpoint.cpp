@@ -143,18 +143,24 @@ void check_same_run(
       list));
 }
 
-// ZeRO (stages 1 and 2): each parameter's optimizer state lives on the
-// data-parallel rank that updates it. Collective over that group: on its
-// rank 0 every parameter's states in the model's order (what state() lists
-// without sharding), elsewhere nothing.
+// ZeRO: each parameter's optimizer state (stage 3: and its value) lives
+// on the data-parallel rank that updates it. Collective over that group:
+// on its rank 0 every parameter's states in the model's order (what
+// state() lists without sharding), elsewhere nothing; under stage 3 each
+// parameter's value (named as the parameter) before its states.
 NamedState gather_sharded_state(Engine& engine) {
   const DistributedDataParallel& ddp = *engine.ddp();
   ProcessGroup& g = ddp.group();
   Optimizer& opt = engine.optimizer();
-  const std::vector<std::string> suffixes = opt.state_suffixes();
+  std::vector<std::string> suffixes = opt.state_suffixes();
   std::map<std::string, Tensor> mine;
   for (auto& [name, t] : opt.state())
     mine[name] = t;
+  if (ddp.zero_stage() == 3) {
+    suffixes.insert(suffixes.begin(), "");
+    for (Parameter* p : opt.parameters())
+      mine[p->name] = p->value;
+  }
   NamedState out;
   for (Parameter* p : engine.model().parameters()) {
     const int owner = ddp.owner(*p);
@@ -188,12 +194,26 @@ std::string save_run_checkpoint(
     return "";
   Model& model = engine.model();
   auto params = model.parameters();
+  // ZeRO stage 3: the values came with the states (on the writing ranks).
+  std::vector<Tensor> held;
+  for (Parameter* p : params)
+    held.push_back(p->value);
+  if (sharded && engine.ddp()->zero_stage() == 3 && !state.empty()) {
+    const size_t per = state.size() / params.size();
+    NamedState states;
+    for (size_t i = 0; i < params.size(); ++i) {
+      held[i] = state[i * per].second;
+      for (size_t j = 1; j < per; ++j)
+        states.push_back(state[i * per + j]);
+    }
+    state = std::move(states);
+  }
   const int k = states_per_param(state, params.size());
   // Whole tensors first: shards gathered to coordinate 0 of the axes that
   // shard them; only the stage's writer goes on.
   std::vector<Tensor> values;
   for (size_t i = 0; i < params.size(); ++i) {
-    values.push_back(gather_global(*params[i], params[i]->value, mesh));
+    values.push_back(gather_global(*params[i], held[i], mesh));
     for (int j = 0; j < k; ++j) {
       state[i * k + j].second =
           gather_global(*params[i], state[i * k + j].second, mesh);
@@ -348,6 +368,8 @@ int64_t load_run_checkpoint(
   auto params = engine.model().parameters();
   for (Parameter* p : params)
     p->value.copy_(p->layout.take_local(*tensors.at(p->name)));
+  if (engine.ddp())
+    engine.ddp()->values_written();
   std::map<std::string, const Tensor*> saved_state;
   for (const NamedTensor& t : ck.optimizer)
     saved_state[t.name] = &t.tensor;

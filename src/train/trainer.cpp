@@ -160,7 +160,9 @@ void check_finite_state(Engine& engine, int64_t step) {
           "optim.clip_grad_norm)");
     }
   };
-  for (Parameter* p : engine.model().parameters())
+  // The parameters this rank updates (under ZeRO stage 3 the others are
+  // not held between steps).
+  for (Parameter* p : engine.optimizer().parameters())
     check("parameter " + p->name, p->value);
   for (const auto& [name, t] : engine.optimizer().state())
     check("optimizer state " + name, t);
@@ -252,8 +254,11 @@ TrainSummary run_training(
         << ddp.group().size() << " ranks: rank 0 updates " << mine << " of its "
         << held << " parameter elements (optimizer state " << mib(state)
         << " MiB";
-    if (ddp.zero_stage() == 2)
+    if (ddp.zero_stage() >= 2)
       out << ", gradients " << mib(ddp.grad_elements()) << " of " << mib(held)
+          << " MiB";
+    if (ddp.zero_stage() == 3)
+      out << ", parameters " << mib(ddp.param_elements()) << " of " << mib(held)
           << " MiB";
     out << ")\n";
   }

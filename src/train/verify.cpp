@@ -342,6 +342,7 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   // Under ZeRO a gradient is final on the rank that updates it
   // only: each rank compares those.
   const bool sharded = par.ddp() && par.ddp()->shards_optimizer();
+  const bool zero3 = par.ddp() && par.ddp()->zero_stage() == 3;
   par.on_grads_ready = [&] {
     if (sharded) {
       grad_sums =
@@ -378,8 +379,15 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     NDT_ASSERT(
         grad_sums.size() == m,
         "the layout's gradients were not seen before the optimizer step");
+    // Under ZeRO stage 3 a rank holds the values it updates only.
     value_sums =
-        cmp.local(values_of(ref.model()), par.model().parameters(), false);
+        zero3 ? cmp.local(
+                    values_of(ref.model()),
+                    par.optimizer().parameters(),
+                    false,
+                    true)
+              : cmp.local(
+                    values_of(ref.model()), par.model().parameters(), false);
     // One reduction per step: gradient sums, value sums, the floor, and
     // whether each side's loss and gradient norm are finite.
     std::vector<double> all = grad_sums;

@@ -210,23 +210,33 @@ TEST(ModelRange, BackwardDoneReportsEachModuleInReverse) {
   EXPECT_EQ(done, (std::vector<int>{4, 3, 2, 1, 0}));
 }
 
-// Every transformer block polls communication after each of its 9 layers'
-// backward, before its on_backward_done; nothing polls when no hook is set.
-TEST(ModelRange, BackwardPollsBetweenTheLayersOfEachBlock) {
+// Every module's forward starts with on_forward_begin; every transformer
+// block polls communication after each of its 9 layers' forward and
+// backward (before its on_backward_done); nothing polls when no hook is
+// set.
+TEST(ModelRange, HooksAndPollsBetweenTheLayersOfEachBlock) {
   const Case c = cases()[0];  // gpt: embedding, 3 blocks, head
   auto model = c.build();
   model->init(kSeed);
   constexpr int kPoll = -1;
+  constexpr int kForward = 100;  // + m: module m's forward begins
   std::vector<int> events;
+  model->on_forward_begin = [&](int m) { events.push_back(kForward + m); };
   model->on_backward_done = [&](int m) { events.push_back(m); };
-  model->on_backward_poll = [&] { events.push_back(kPoll); };
+  model->on_comm_poll = [&] { events.push_back(kPoll); };
   Context ctx;
   set_run(ctx);
   LossStats stats;
   const int head = model->num_modules() - 1;
   model->forward_range(0, head, c.input, c.targets, ctx, stats);
   model->backward_range(0, head, Tensor(), ctx, kScale);
-  std::vector<int> want{head};
+  std::vector<int> want{kForward};
+  for (int m = 1; m < head; ++m) {
+    want.push_back(kForward + m);
+    want.insert(want.end(), 9, kPoll);
+  }
+  want.push_back(kForward + head);
+  want.push_back(head);
   for (int m = head - 1; m >= 1; --m) {
     want.insert(want.end(), 9, kPoll);
     want.push_back(m);
@@ -234,7 +244,8 @@ TEST(ModelRange, BackwardPollsBetweenTheLayersOfEachBlock) {
   want.push_back(0);
   EXPECT_EQ(events, want);
 
-  model->on_backward_poll = nullptr;
+  model->on_comm_poll = nullptr;
+  model->on_forward_begin = nullptr;
   events.clear();
   Context again;
   set_run(again);

@@ -95,7 +95,7 @@ TEST(BucketOwners, BalancedWithinTheLargestBucket) {
   }
 }
 
-TEST(GradSlots, SharedOnlyAfterAWholeModule) {
+TEST(Slots, SharedOnlyAfterAWholeModule) {
   // Buckets in backward order over modules 6..0 (first, last module of
   // each), rank 0 owning buckets 1 and 4.
   const std::vector<Bucket> b = {
@@ -109,30 +109,29 @@ TEST(GradSlots, SharedOnlyAfterAWholeModule) {
   const std::vector<ModuleSpan> spans = {
       {6, 6}, {6, 5}, {5, 5}, {4, 4}, {3, 3}, {2, 2}, {1, 0}};
   const std::vector<int> owners = {1, 0, 1, 1, 0, 1, 1};
-  const GradSlots g = assign_grad_slots(b, spans, owners, 0);
-  // 0 and 2 open the two slots (kMinGradSlots); 3 starts in module 4 right
+  const Slots g = assign_slots(b, spans, owners, 0);
+  // 0 and 2 open the two slots (kMinSlots); 3 starts in module 4 right
   // after 2 ended in module 5, so only 0's slot (ended in 6) is free; 5
   // (module 2) may take 2's slot (ended in 5, earlier than 3 in 4); 6
   // (module 1) then takes 3's slot, ended in module 4.
   EXPECT_EQ(g.slot_of, (std::vector<int>{0, -1, 1, 0, -1, 1, 0}));
   EXPECT_EQ(g.capacity, (std::vector<int64_t>{20, 30}));
-  // Rank 1 owns the rest: a slot each for 1 and 4 (kMinGradSlots).
-  const GradSlots h = assign_grad_slots(b, spans, owners, 1);
+  // Rank 1 owns the rest: a slot each for 1 and 4 (kMinSlots).
+  const Slots h = assign_slots(b, spans, owners, 1);
   EXPECT_EQ(h.slot_of, (std::vector<int>{-1, 0, -1, -1, 1, -1, -1}));
   EXPECT_EQ(h.capacity, (std::vector<int64_t>{50, 40}));
   // Everything owned: no slot.
-  const GradSlots all =
-      assign_grad_slots(b, spans, std::vector<int>(b.size(), 0), 0);
+  const Slots all = assign_slots(b, spans, std::vector<int>(b.size(), 0), 0);
   EXPECT_TRUE(all.capacity.empty());
 }
 
-TEST(GradSlots, OneModuleNeedsASlotPerBucket) {
+TEST(Slots, OneModuleNeedsASlotPerBucket) {
   // Three buckets all in module 3 (one big module), then one in module 1:
   // the first three are open together, the fourth reuses the first slot.
   const std::vector<Bucket> b = {
       bucket_of(8), bucket_of(8), bucket_of(8), bucket_of(9)};
   const std::vector<ModuleSpan> spans = {{3, 3}, {3, 3}, {3, 3}, {1, 1}};
-  const GradSlots g = assign_grad_slots(b, spans, {1, 1, 1, 1}, 0);
+  const Slots g = assign_slots(b, spans, {1, 1, 1, 1}, 0);
   EXPECT_EQ(g.slot_of, (std::vector<int>{0, 1, 2, 0}));
   EXPECT_EQ(g.capacity, (std::vector<int64_t>{9, 8, 8}));
 }

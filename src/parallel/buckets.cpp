@@ -96,4 +96,20 @@ Slots assign_slots(
   return out;
 }
 
+Slots assign_value_slots(
+    const std::vector<Bucket>& buckets,
+    const std::vector<ModuleSpan>& spans,
+    const std::vector<int>& owners,
+    int rank) {
+  Slots out =
+      assign_slots(buckets, spans, std::vector<int>(buckets.size(), -1), rank);
+  std::fill(out.capacity.begin(), out.capacity.end(), 0);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    int64_t& c = out.capacity[out.slot_of[b]];
+    if (owners.at(b) != rank)
+      c = std::max(c, buckets[b].numel);
+  }
+  return out;
+}
+
 }  // namespace ndt

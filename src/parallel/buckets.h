@@ -68,4 +68,15 @@ Slots assign_slots(
     const std::vector<int>& owners,
     int rank);
 
+// ZeRO stage 3's slots for the values: those of assign_slots with no
+// owners, so every bucket has one and every rank the same (ParamGathers
+// needs all ranks to agree on what each slot holds); the capacity of a
+// slot is its largest bucket that `rank` does not own (0 when it owns
+// them all: its own live in memory of their own).
+Slots assign_value_slots(
+    const std::vector<Bucket>& buckets,
+    const std::vector<ModuleSpan>& spans,
+    const std::vector<int>& owners,
+    int rank);
+
 }  // namespace ndt

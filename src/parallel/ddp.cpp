@@ -62,10 +62,9 @@ DistributedDataParallel::DistributedDataParallel(
       starts_in_[spans[b].first].push_back(static_cast<int>(b));
   }
   if (sliced && zero_ == 3) {
-    const Slots vs =
-        assign_slots(buckets_, spans, std::vector<int>(buckets_.size(), -1), 0);
+    const Slots vs = assign_value_slots(buckets_, spans, owner_, group_.rank());
     value_slot_of_ = vs.slot_of;
-    for (int64_t n : vs.capacity)
+    for (int64_t n : vs.capacity)  // 0: the slot holds only my buckets
       value_slots_.push_back(Tensor::zeros({n}, MemTag::kParams));
     value_slot_user_.assign(value_slots_.size(), -1);
     gathers_ = std::make_unique<ParamGathers>(

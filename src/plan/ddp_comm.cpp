@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "parallel/buckets.h"
+#include "parallel/param_gathers.h"
 
 namespace ndt {
 namespace {
@@ -36,6 +37,16 @@ std::vector<Bucket> buckets_of(
   return assign_buckets(numels, bucket_bytes);
 }
 
+std::vector<ModuleSpan> spans_of(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    const std::vector<Bucket>& buckets) {
+  std::vector<int> module_of;  // per parameter in backward order
+  for (const auto& [m, i] : backward_order(shape, held))
+    module_of.push_back(m);
+  return bucket_spans(buckets, module_of);
+}
+
 }  // namespace
 
 std::vector<int64_t> ddp_bucket_numels(
@@ -54,16 +65,42 @@ CommVolume ddp_step_comm(
     int dp,
     int64_t bucket_bytes,
     int zero,
-    int microbatches) {
+    int microbatches,
+    const std::vector<bool>& passes) {
   CommVolume v;
   if (dp <= 1)
     return v;
-  for (int64_t n : ddp_bucket_numels(shape, held, bucket_bytes)) {
-    if (zero > 0) {
-      v.add(OpType::kReduce, zero == 2 ? microbatches : 1, n);
-      v.add(OpType::kBroadcast, 1, n);
-    } else {
-      v.add(OpType::kAllReduce, 1, n);
+  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  for (const Bucket& b : buckets) {
+    if (zero == 0) {
+      v.add(OpType::kAllReduce, 1, b.numel);
+      continue;
+    }
+    v.add(OpType::kReduce, zero >= 2 ? microbatches : 1, b.numel);
+    if (zero <= 2)
+      v.add(OpType::kBroadcast, 1, b.numel);
+  }
+  if (zero != 3)
+    return v;
+  std::vector<bool> order = passes;
+  if (order.empty()) {
+    for (int k = 0; k < microbatches; ++k) {
+      order.push_back(true);
+      order.push_back(false);
+    }
+  }
+  const std::vector<ModuleSpan> spans = spans_of(shape, held, buckets);
+  // The slots are the same on every rank: any owners, any rank.
+  const Slots slots = assign_value_slots(
+      buckets, spans, std::vector<int>(buckets.size(), 0), 0);
+  ParamGathers gathers(spans, slots.slot_of, shape.num_modules());
+  for (const bool forward : order) {
+    for (int k = 0; k < shape.num_modules(); ++k) {
+      const int m = forward ? k : shape.head() - k;
+      if (!holds(held, m))
+        continue;
+      for (int b : gathers.before(m, forward))
+        v.add(OpType::kBroadcast, 1, buckets[b].numel);
     }
   }
   return v;
@@ -96,18 +133,35 @@ int64_t zero2_grad_elements(
     int64_t bucket_bytes,
     int ranks,
     int rank) {
-  std::vector<int> module_of;  // per parameter in backward order
-  for (const auto& [m, i] : backward_order(shape, held))
-    module_of.push_back(m);
   const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
   const Slots slots =
-      assign_slots(buckets, bucket_spans(buckets, module_of), owners, rank);
+      assign_slots(buckets, spans_of(shape, held, buckets), owners, rank);
   int64_t n = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (owners[b] == rank)
       n += buckets[b].numel;
   }
+  for (int64_t c : slots.capacity)
+    n += c;
+  return n;
+}
+
+int64_t zero3_param_elements(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank) {
+  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
+  int64_t n = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (owners[b] == rank)
+      n += buckets[b].numel;
+  }
+  const Slots slots =
+      assign_value_slots(buckets, spans_of(shape, held, buckets), owners, rank);
   for (int64_t c : slots.capacity)
     n += c;
   return n;

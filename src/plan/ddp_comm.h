@@ -4,7 +4,8 @@
 // Distributed data parallel (parallel/ddp.h) all-reduces each gradient
 // bucket once per step on the dp group (ZeRO stage 1: reduces it to its
 // owner, which broadcasts the updated values; stage 2: reduces it once per
-// micro-batch); the buckets are those of the
+// micro-batch; stage 3: also broadcasts the values before the modules
+// that read them, ParamGathers' choice); the buckets are those of the
 // pure assign_buckets() (parallel/buckets.h) over the held parameters' local
 // sizes in backward order (head first; within a module, its parameters
 // in reverse), so the plan and the run cut the same buckets.
@@ -33,14 +34,18 @@ std::vector<int64_t> ddp_bucket_numels(
 // One step of `microbatches` accumulated micro-batches: one fp32
 // all-reduce per bucket; under ZeRO stage 1 (`zero` 1) a reduce to the
 // bucket's owner and, after the update, a broadcast from it; stage 2 (2)
-// the reduce after every micro-batch. Empty for dp <= 1.
+// the reduce after every micro-batch; stage 3 (3) that reduce, and the
+// broadcasts of ParamGathers over the rank's passes, in order: `passes`
+// (true: a forward over the held modules, false: a backward), by default
+// `microbatches` times a forward and a backward. Empty for dp <= 1.
 CommVolume ddp_step_comm(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int dp,
     int64_t bucket_bytes,
     int zero = 0,
-    int microbatches = 1);
+    int microbatches = 1,
+    const std::vector<bool>& passes = {});
 
 // ZeRO stage 1: per module and parameter (declaration order), whether the
 // rank at position `rank` of the gradient sync's `ranks` updates it, as
@@ -57,6 +62,16 @@ std::vector<std::vector<bool>> zero_updated_params(
 // gradient sync's `ranks` keeps: its buckets and the slots shared by the
 // others' (assign_slots, as DistributedDataParallel makes them).
 int64_t zero2_grad_elements(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank);
+
+// ZeRO stage 3: the parameter elements the rank at position `rank` keeps:
+// its buckets and the slots every rank has for the others' (assign_slots
+// with no owners).
+int64_t zero3_param_elements(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int64_t bucket_bytes,

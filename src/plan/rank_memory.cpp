@@ -59,10 +59,14 @@ RankMemory rank_memory(const Config& config, int pp_rank, int sync_rank) {
     }
     r.optimizer = optimizer_states_per_param(config.optim.name) * n;
   }
-  if (p.zero == 2 && ranks > 1) {
-    // Stage 2: gradients of its buckets and the others' shared slots.
+  if (p.zero >= 2 && ranks > 1) {
+    // Stages 2 and 3: gradients of its buckets and the others' shared
+    // slots; stage 3: their values too.
     r.grads = zero2_grad_elements(shape, held, bucket_bytes, ranks, sync_rank);
   }
+  if (p.zero == 3 && ranks > 1)
+    r.params =
+        zero3_param_elements(shape, held, bucket_bytes, ranks, sync_rank);
   return r;
 }
 

@@ -3,7 +3,8 @@
 // holds under its layout (tensor-parallel shards, pipeline stages). Each
 // MPI data-parallel rank holds a full replica (under ZeRO the optimizer
 // state of its buckets only; stage 2: also their gradients and the slots
-// the others' buckets share); single-process data
+// the others' buckets share; stage 3: their values and the value slots
+// too); single-process data
 // parallel holds dp replicas of parameters and gradients in one process
 // but one optimizer.
 //

@@ -85,14 +85,14 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
     s.threads_dp = threads_dp_step_comm(shape, p.dp);
 
   std::vector<bool> held(shape.num_modules(), true);
+  PipelineLayout pl;
+  pl.pp = p.pp;
+  pl.chunks = p.pp_chunks;
+  pl.microbatches = p.microbatches;
+  pl.schedule = p.schedule;
+  pl.split = p.pp_split;
+  pl.recompute = p.recompute == Recompute::kBlock;
   if (p.pp > 1) {
-    PipelineLayout pl;
-    pl.pp = p.pp;
-    pl.chunks = p.pp_chunks;
-    pl.microbatches = p.microbatches;
-    pl.schedule = p.schedule;
-    pl.split = p.pp_split;
-    pl.recompute = p.recompute == Recompute::kBlock;
     held = held_modules(shape, pl, pp_rank);
     for (int m = 0; m < shape.num_modules(); ++m) {
       if (!held[m])
@@ -161,8 +161,11 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
   }
   if (grad_ranks > 1) {
     CommVolume& g = s.groups[joined(grad_axes)];
+    // ZeRO stage 3 gathers in each forward and backward pass.
+    const std::vector<bool> passes =
+        p.pp > 1 ? pipeline_passes(pl, pp_rank) : std::vector<bool>();
     g += ddp_step_comm(
-        shape, held, grad_ranks, bucket_bytes, p.zero, p.microbatches);
+        shape, held, grad_ranks, bucket_bytes, p.zero, p.microbatches, passes);
     if (zero)
       g.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   }

@@ -105,12 +105,15 @@ std::string grad_group(const ParallelConfig& p) {
   return g.empty() ? "dp" : g;
 }
 
-// Elements of memory the model's gradients occupy: the union of their
-// address ranges (ZeRO stage 2's buckets of other ranks share slots).
-int64_t grad_memory(Model& model) {
+// Elements of memory the model's gradients (or values) occupy: the union
+// of their address ranges (ZeRO stage 2's and 3's buckets of other ranks
+// share slots).
+int64_t memory_of(Model& model, bool grads) {
   std::vector<std::pair<const float*, const float*>> ranges;
-  for (Parameter* q : model.parameters())
-    ranges.emplace_back(q->grad.data(), q->grad.data() + q->grad.numel());
+  for (Parameter* q : model.parameters()) {
+    const Tensor& t = grads ? q->grad : q->value;
+    ranges.emplace_back(t.data(), t.data() + t.numel());
+  }
   std::sort(ranges.begin(), ranges.end());
   int64_t n = 0;
   const float* end = nullptr;
@@ -146,9 +149,8 @@ void check_layout(const Config& config) {
     engine.step(0);
     for (const std::string& name : mesh.group_names())
       r.step[name] = ledger(mesh.named_group(name));
-    for (Parameter* q : engine.model().parameters())
-      r.memory.params += q->value.numel();
-    r.memory.grads = grad_memory(engine.model());
+    r.memory.params = memory_of(engine.model(), false);
+    r.memory.grads = memory_of(engine.model(), true);
     for (const auto& [name, t] : engine.optimizer().state())
       r.memory.optimizer += t.numel();
   });
@@ -401,7 +403,8 @@ std::vector<Case> cases() {
 // ZeRO stage 1 (small buckets, so that every rank owns some): per rank
 // the buckets it updates, in each kind of layout. Stage 2: a reduce per
 // bucket and micro-batch, and the gradient memory of its buckets and the
-// shared slots.
+// shared slots. Stage 3: the broadcasts before the modules, and the
+// parameter memory of its buckets and the value slots.
 std::vector<Case> zero_cases() {
   auto with = [](std::vector<std::string> l, int stage = 1) {
     l.insert(
@@ -445,6 +448,21 @@ std::vector<Case> zero_cases() {
        &kGpt,
        with({"parallel.dp=2", "parallel.pp=2", "parallel.microbatches=2"}, 2)},
       {"zero2_gpt_dp2_sp2", &kGpt, with({"parallel.dp=2", "parallel.sp=2"}, 2)},
+      {"zero3_mlp_dp2_accum2",
+       &kMlp,
+       with({"parallel.dp=2", "parallel.microbatches=2"}, 3)},
+      {"zero3_gpt_dp4", &kGpt, with({"parallel.dp=4"}, 3)},
+      // Six blocks: buckets leave their slots and are gathered again.
+      {"zero3_gpt6_dp2_accum2",
+       &kGpt,
+       with({"parallel.dp=2", "parallel.microbatches=2", "model.depth=6"}, 3)},
+      {"zero3_vit_dp2_tp2_accum2",
+       &kVit,
+       with({"parallel.dp=2", "parallel.tp=2", "parallel.microbatches=2"}, 3)},
+      {"zero3_gpt_dp2_pp2",
+       &kGpt,
+       with({"parallel.dp=2", "parallel.pp=2", "parallel.microbatches=2"}, 3)},
+      {"zero3_gpt_dp2_sp2", &kGpt, with({"parallel.dp=2", "parallel.sp=2"}, 3)},
   };
 }
 

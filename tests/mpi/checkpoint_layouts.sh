@@ -16,7 +16,9 @@
 # serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
 # parallel ranks (sp=2 x tp=2) -> serial, and ZeRO stage 2 (gradients
 # sharded too, 2 micro-batches) at dp=2 -> stage 1 at dp=2 x pp=2, and
-# serial -> stage 2 at dp=4.
+# serial -> stage 2 at dp=4, and ZeRO stage 3 (parameters sharded too;
+# the writer gathers them from their owners) at dp=2 -> serial, and
+# serial -> stage 3 at dp=2 x tp=2.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -144,4 +146,12 @@ compare "zero stage 2 dp=2 -> zero stage 1 dp=2 x pp=2" "$work/zero2" \
 run 4 "$work/serial_to_zero2" parallel.dp=4 "${zero2[@]}" \
   train.resume="$work/serial/checkpoints/step-3"
 compare "serial -> zero stage 2 dp=4" "$work/serial" "$work/serial_to_zero2" || exit 1
+zero3=(parallel.zero=3 parallel.bucket_mb=0.01 parallel.microbatches=2)
+run 2 "$work/zero3" parallel.dp=2 "${zero3[@]}"
+run 1 "$work/zero3_to_serial" train.resume="$work/zero3/checkpoints/step-3"
+compare "zero stage 3 dp=2 -> serial" "$work/zero3" "$work/zero3_to_serial" || exit 1
+run 4 "$work/serial_to_zero3_tp" parallel.dp=2 parallel.tp=2 "${zero3[@]}" \
+  train.resume="$work/serial/checkpoints/step-3"
+compare "serial -> zero stage 3 dp=2 x tp=2" "$work/serial" \
+  "$work/serial_to_zero3_tp" || exit 1
 echo PASS

@@ -6,7 +6,9 @@
 # double), and the final weights are byte-identical. Serially, at dp=2
 # under mpirun, and at dp=2 with ZeRO stage 1 (parallel.zero=1, whose
 # optimizer state is gathered from the ranks that own it and scattered back
-# to them) and stage 2 (parallel.zero=2, two micro-batches).
+# to them), stage 2 (parallel.zero=2, two micro-batches) and stage 3
+# (parallel.zero=3: the parameters too are gathered from their owners and
+# loaded into the owners' buckets).
 # Usage: resume_bitwise.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -88,4 +90,6 @@ case_np() {  # case_np NP NAME [ARGS...]
 case_np 1 np1 && case_np 2 np2 &&
   case_np 2 np2_zero parallel.zero=1 parallel.bucket_mb=0.01 &&
   case_np 2 np2_zero2 parallel.zero=2 parallel.bucket_mb=0.01 \
+    parallel.microbatches=2 &&
+  case_np 2 np2_zero3 parallel.zero=3 parallel.bucket_mb=0.01 \
     parallel.microbatches=2 && echo PASS

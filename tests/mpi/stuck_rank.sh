@@ -8,8 +8,10 @@
 # rank, and the survivor reports what it was doing (the pipeline stage and
 # instruction) when the launcher's SIGTERM arrives.
 # Layouts: data parallel (dp=2), a 2-stage 1F1B pipeline (pp=2), ZeRO
-# stage 1 at dp=2 and stage 2 (two micro-batches, six blocks: rank 0 also
-# waits for a reduce inside backward, before reusing a gradient slot).
+# stage 1 at dp=2, stage 2 (two micro-batches, six blocks: rank 0 also
+# waits for a reduce inside backward, before reusing a gradient slot) and
+# stage 3 (the same, also waiting for parameter broadcasts before a
+# module's forward and backward).
 # Usage: stuck_rank.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -34,6 +36,9 @@ run_case() {  # run_case SIGNAL LAYOUT EXPECTED_MESSAGE_REGEX [MPIRUN_FLAG]
     args=(parallel.dp=2 parallel.zero=1 parallel.bucket_mb=0.01)
   [[ $layout == zero2 ]] &&
     args=(parallel.dp=2 parallel.zero=2 parallel.bucket_mb=0.01
+      parallel.microbatches=2 model.depth=6)
+  [[ $layout == zero3 ]] &&
+    args=(parallel.dp=2 parallel.zero=3 parallel.bucket_mb=0.01
       parallel.microbatches=2 model.depth=6)
   mpirun --oversubscribe $flag -np 2 "$bin" train -c "$src/configs/verify/gpt.yaml" \
     "${args[@]}" train.threads=1 train.steps=1000000 train.log_every=100000 \
@@ -86,4 +91,5 @@ run_case STOP dp "$dp_msg" && run_case KILL dp "$dp_dead" &&
   run_case STOP pp "$pp_msg" && run_case KILL pp "$pp_dead" &&
   run_case STOP zero "$zero_msg" && run_case KILL zero "$dp_dead" &&
   run_case STOP zero2 "$zero_msg" && run_case KILL zero2 "$dp_dead" &&
+  run_case STOP zero3 "$zero_msg" && run_case KILL zero3 "$dp_dead" &&
   echo "PASS"

@@ -192,6 +192,20 @@ TEST(TrainLoop, Zero2ReportsTheRanksGradients) {
       << text;
 }
 
+// Stage 3 (6 blocks): also the parameter memory, its buckets' 27776
+// elements and the value slots (the same on both ranks, each sized by
+// the other rank's buckets in it), 47488 in all (0.181152 MiB).
+TEST(TrainLoop, Zero3ReportsTheRanksParameters) {
+  const std::string text = zero_startup_log(3, 6);
+  EXPECT_NE(
+      text.find("ndtrain: ZeRO stage 3 over 2 ranks: rank 0 updates 27776 "
+                "of its 55936 parameter elements (optimizer state 0.211914 "
+                "MiB, gradients 0.154785 of 0.213379 MiB, parameters 0.181152 of "
+                "0.213379 MiB)"),
+      std::string::npos)
+      << text;
+}
+
 TEST(TrainLoop, MlpLearnsFashionMnist) {
   const std::string dir = temp_dir("learn");
   Config c = small_config(

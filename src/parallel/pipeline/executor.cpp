@@ -204,14 +204,20 @@ void PipelineExecutor::execute(const Instr& in, int index) {
       s.ctx.run.step = b.step;
       s.ctx.run.sample_offset = b.sample_offset + in.mb * mbs_ + mine_.first;
       const ModuleRange& r = chunks_[in.chunk];
-      s.act_out = model_.forward_range(
-          r.first,
-          r.last,
-          x,
-          vs == virtual_stages_ - 1 ? mb_targets_.at(in.mb) : Tensor(),
-          s.ctx,
-          *stats_,
-          recompute_);
+      try {
+        // Collectives inside forward (tensor parallelism; ZeRO stage 3
+        // gathers the parameters a module reads).
+        s.act_out = model_.forward_range(
+            r.first,
+            r.last,
+            x,
+            vs == virtual_stages_ - 1 ? mb_targets_.at(in.mb) : Tensor(),
+            s.ctx,
+            *stats_,
+            recompute_);
+      } catch (const CommError& e) {
+        fail(in, index, e.what());
+      }
       s.act_in = Tensor();  // kept by the modules that need it
       return;
     }
@@ -225,8 +231,9 @@ void PipelineExecutor::execute(const Instr& in, int index) {
           virtual_stage(in.chunk) == virtual_stages_ - 1)
         scale = 0;
       try {
-        // Collectives inside backward (tensor parallelism; ZeRO stage 2
-        // waits for a reduce before reusing a gradient slot).
+        // Collectives inside backward (tensor parallelism; ZeRO stages 2
+        // and 3 wait for a reduce before reusing a gradient slot, stage 3
+        // gathers parameters).
         s.grad_in =
             model_.backward_range(r.first, r.last, s.grad_out, s.ctx, scale);
       } catch (const CommError& e) {

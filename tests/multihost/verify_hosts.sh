@@ -9,8 +9,9 @@
 #      for GPT at dp=2 x pp=2 with the pipeline's two stages on different
 #      hosts (--map-by node), and for the GPT at dp=4 under ZeRO stage 1
 #      (gradients reduced to and parameters broadcast from owners on both
-#      hosts) and stage 2 (reduced every micro-batch, slots shared), and
-#      bytes cross the hosts' links.
+#      hosts), stage 2 (reduced every micro-batch, slots shared) and stage
+#      3 (parameters gathered from owners on both hosts), and bytes cross
+#      the hosts' links.
 # The bed is removed on exit.
 # Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
 set -u
@@ -88,5 +89,8 @@ run_verify gpt_zero_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
   parallel.dp=4 parallel.zero=1 parallel.bucket_mb=0.01
 run_verify gpt_zero2_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
   parallel.dp=4 parallel.zero=2 parallel.bucket_mb=0.01 model.depth=6 \
+  parallel.microbatches=2
+run_verify gpt_zero3_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
+  parallel.dp=4 parallel.zero=3 parallel.bucket_mb=0.01 model.depth=6 \
   parallel.microbatches=2
 echo PASS

@@ -10,9 +10,10 @@
 # ndtrain runs with the same GLIBC_TUNABLES.
 #   scaling efficiency = t(1 rank) / (2 * t(dp=2))
 # ndtrain's dp=2 also runs with ZeRO stage 1 (parallel.zero=1: the
-# optimizer state and update split over the ranks) and stage 2
-# (parallel.zero=2: the gradients too); their step times, peak memory per
-# rank and efficiencies are printed beside the plain run's. The speedup
+# optimizer state and update split over the ranks), stage 2
+# (parallel.zero=2: the gradients too) and stage 3 (parallel.zero=3: the
+# parameters too, gathered before each module); their step times, peak
+# memory per rank and efficiencies are printed beside the plain run's. The speedup
 # over PyTorch is taken on the plain run.
 #   hidden fraction    = 1 - (all-reduce time not overlapped) / (all-reduce time)
 # The whole sweep runs NDT_BENCH_ROUNDS times (default 3; a 1-rank and a
@@ -61,7 +62,7 @@ for r in $(seq 1 "$ROUNDS"); do
     t1=$(field median_ms "$one"); t2=$(field median_ms "$two")
     effs="efficiency=$(/usr/bin/python3 -c "print(f'{$t1/(2*$t2):.3f}')")"
     mem2[$m]=$(field mem_peak_mib "$two")
-    for z in 1 2; do
+    for z in 1 2 3; do
       twoz=$(mpirun --oversubscribe --bind-to none -np 2 \
             -x GLIBC_TUNABLES="$TUNED_MALLOC" build/ndtrain bench \
             -c "bench/configs/$m.yaml" train.threads=1 parallel.dp=2 \
@@ -97,18 +98,18 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 echo
 echo "fastest of $ROUNDS rounds for each side:"
-printf '%-5s %10s %10s %12s %12s %8s %10s %10s %7s %8s %10s %8s %10s %8s\n' model 1rank_ms dp2_ms pt_ddp_dflt pt_ddp_tuned efficiency allred_ms exposed_ms hidden speedup zero1_ms eff_zero1 zero2_ms eff_zero2
+printf '%-5s %10s %10s %12s %12s %8s %10s %10s %7s %8s %10s %8s %10s %8s %10s %8s\n' model 1rank_ms dp2_ms pt_ddp_dflt pt_ddp_tuned efficiency allred_ms exposed_ms hidden speedup zero1_ms eff_zero1 zero2_ms eff_zero2 zero3_ms eff_zero3
 min_speedup=""
 for m in $MODELS; do
   /usr/bin/python3 -c "
 t1,t2,tp,td=${best1[$m]},${best2[$m]},${besttuned[$m]},${bestdef[$m]}
-z1,z2=${bestz[$m,1]},${bestz[$m,2]}
-print(f'$m {t1:10.1f} {t2:10.1f} {td:12.1f} {tp:12.1f} {t1/(2*t2):8.3f} {${bestar[$m]}:10.1f} {${bestex[$m]}:10.1f} {${besthid[$m]}:7.3f} {tp/t2:8.2f} {z1:10.1f} {t1/(2*z1):8.3f} {z2:10.1f} {t1/(2*z2):8.3f}')"
+z1,z2,z3=${bestz[$m,1]},${bestz[$m,2]},${bestz[$m,3]}
+print(f'$m {t1:10.1f} {t2:10.1f} {td:12.1f} {tp:12.1f} {t1/(2*t2):8.3f} {${bestar[$m]}:10.1f} {${bestex[$m]}:10.1f} {${besthid[$m]}:7.3f} {tp/t2:8.2f} {z1:10.1f} {t1/(2*z1):8.3f} {z2:10.1f} {t1/(2*z2):8.3f} {z3:10.1f} {t1/(2*z3):8.3f}')"
   sp=$(/usr/bin/python3 -c "print(f'{${besttuned[$m]}/${best2[$m]}:.2f}')")
   if [[ -z "$min_speedup" ]] || lt "$sp" "$min_speedup"; then min_speedup=$sp; fi
 done
 for m in $MODELS; do
   echo "$m peak memory per rank (MiB, last round): dp=2 ${mem2[$m]}," \
-    "dp=2 zero=1 ${memz[$m,1]}, dp=2 zero=2 ${memz[$m,2]}"
+    "dp=2 zero=1 ${memz[$m,1]}, dp=2 zero=2 ${memz[$m,2]}, dp=2 zero=3 ${memz[$m,3]}"
 done
 echo "speedup_vs_pytorch_ddp=$min_speedup"

@@ -16,6 +16,14 @@ double now_s() {
       .count();
 }
 
+// Waits for `w` if it is in flight, and drops it.
+void settle(std::unique_ptr<Work>& w) {
+  if (w) {
+    w->wait();
+    w.reset();
+  }
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(
@@ -190,21 +198,14 @@ void DistributedDataParallel::gather_values(int module, bool forward) {
   for (int b : gathers_->before(module, forward)) {
     // The slot's previous bucket: its broadcast must be done writing.
     const int s = value_slot_of_[b];
-    const int prev = value_slot_user_[s];
-    if (prev >= 0 && gather_work_[prev]) {
-      gather_work_[prev]->wait();
-      gather_work_[prev].reset();
-    }
+    if (value_slot_user_[s] >= 0)
+      settle(gather_work_[value_slot_user_[s]]);
     value_slot_user_[s] = b;
     gather_work_[b] = group_.broadcast_async(
         values_[b].data(), values_[b].numel(), owner_[b]);
   }
-  for (int b : gathers_->of_module(module)) {
-    if (gather_work_[b]) {
-      gather_work_[b]->wait();
-      gather_work_[b].reset();
-    }
-  }
+  for (int b : gathers_->of_module(module))
+    settle(gather_work_[b]);
   exposed_s_ += now_s() - t0;
 }
 
@@ -215,10 +216,7 @@ void DistributedDataParallel::rearm() {
 }
 
 void DistributedDataParallel::wait_bucket(int b) {
-  if (work_[b]) {  // null: bucket_skip's, or waited for already
-    work_[b]->wait();
-    work_[b].reset();
-  }
+  settle(work_[b]);  // null: bucket_skip's, or waited for already
 }
 
 void DistributedDataParallel::check_all_launched() const {

@@ -709,9 +709,7 @@ void check_pipeline(const Config& c) {
 // ZeRO shards the optimizer (stage 2: and the gradients; stage 3: and the
 // parameters) over the ranks whose gradients the data-parallel sync sums
 // (dp, sequence-parallel and 2.5D depth ranks), in every layout of MPI
-// ranks; stages 2 and 3 not with interleaved pipeline chunks, whose
-// micro-batches' backwards alternate between chunks while they reduce each
-// backward's buckets.
+// ranks.
 void check_zero(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.zero == 0)
@@ -724,15 +722,6 @@ void check_zero(const Config& c) {
       " shards the optimizer state over data-parallel MPI ranks: it needs "
       "parallel.dp_mode=mpi, got ",
       to_string(p.dp_mode));
-  NDT_CHECK(
-      p.zero == 1 || p.pp_chunks == 1,
-      ConfigError,
-      "parallel.zero=",
-      p.zero,
-      " reduces every micro-batch's gradients as its backward ends, which "
-      "needs one model chunk per pipeline rank: got parallel.pp_chunks=",
-      p.pp_chunks,
-      " (use parallel.zero=1 with interleaved schedules)");
 }
 
 // Rules between keys, checked once every key is read.

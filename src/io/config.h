@@ -263,9 +263,9 @@ struct ParallelConfig {
                  // optimizer state and update on one data-parallel rank,
                  // which broadcasts the updated parameters; dp_mode=mpi)
                  // | 2 (stage 2: also the bucket's gradients only there,
-                 // reduced every micro-batch; pp_chunks=1) | 3 (stage 3:
-                 // also its parameter values, gathered before each
-                 // module's forward and backward; pp_chunks=1)
+                 // reduced every micro-batch) | 3 (stage 3: also its
+                 // parameter values, gathered before each module's
+                 // forward and backward)
   // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
   int pp = 1;         // parallel.pp >= 1: pipeline stages (ranks per pipeline)
   int pp_chunks = 1;  // parallel.pp_chunks >= 1: model chunks per pipeline

@@ -8,11 +8,18 @@
 namespace ndt {
 
 std::vector<Bucket> assign_buckets(
-    const std::vector<int64_t>& numels, int64_t bucket_bytes) {
+    const std::vector<int64_t>& numels,
+    int64_t bucket_bytes,
+    const std::vector<bool>& starts) {
   NDT_ASSERT(bucket_bytes > 0);
+  NDT_ASSERT(starts.empty() || starts.size() == numels.size());
   std::vector<Bucket> out;
   Bucket cur;
   for (size_t i = 0; i < numels.size(); ++i) {
+    if (!starts.empty() && starts[i] && !cur.params.empty()) {
+      out.push_back(std::move(cur));
+      cur = Bucket();
+    }
     cur.params.push_back(static_cast<int>(i));
     cur.offsets.push_back(cur.numel);
     cur.numel += numels[i];
@@ -23,6 +30,18 @@ std::vector<Bucket> assign_buckets(
   }
   if (!cur.params.empty())
     out.push_back(std::move(cur));
+  return out;
+}
+
+std::vector<bool> split_at_gaps(
+    const std::vector<int>& module_of, const std::vector<bool>& held) {
+  std::vector<bool> out(module_of.size(), false);
+  for (size_t i = 1; i < module_of.size(); ++i) {
+    for (int m = module_of[i] + 1; m < module_of[i - 1]; ++m) {
+      if (!held.at(m))
+        out[i] = true;
+    }
+  }
   return out;
 }
 

@@ -19,9 +19,21 @@ struct Bucket {
 // `numels[i]` is the element count of the i-th parameter in backward order.
 // Parameters are packed in order; a bucket closes once it reaches
 // `bucket_bytes` (fp32), so a parameter larger than the limit gets a bucket
-// of its own. Deterministic: depends only on its arguments.
+// of its own, and before each parameter i with `starts[i]` (when given):
+// a pipeline rank with several model chunks keeps each chunk's buckets
+// apart (split_at_gaps), since the chunks' backwards alternate.
+// Deterministic: depends only on its arguments.
 std::vector<Bucket> assign_buckets(
-    const std::vector<int64_t>& numels, int64_t bucket_bytes);
+    const std::vector<int64_t>& numels,
+    int64_t bucket_bytes,
+    const std::vector<bool>& starts = {});
+
+// For the parameters' modules in backward order (`module_of[i]`): true
+// where a module between a parameter's and the previous parameter's is
+// not held (`held[m]`), i.e. where another pipeline rank's chunk lies
+// between them.
+std::vector<bool> split_at_gaps(
+    const std::vector<int>& module_of, const std::vector<bool>& held);
 
 // ZeRO stage 1: the rank (0 .. ranks-1) that owns each bucket's optimizer
 // state and update. Largest bucket first (ties: lower index), each to the

@@ -51,7 +51,12 @@ DistributedDataParallel::DistributedDataParallel(
     initial_sums_.push_back(sum);
     initial_sums_.push_back(sq);
   }
-  buckets_ = assign_buckets(numels, bucket_bytes);
+  // A pipeline rank's chunks keep their buckets apart.
+  std::vector<bool> held;
+  for (int m = 0; m < model.num_modules(); ++m)
+    held.push_back(model.has_module(m));
+  buckets_ =
+      assign_buckets(numels, bucket_bytes, split_at_gaps(module_of_, held));
   if (shard_)
     owner_ = assign_bucket_owners(buckets_, group_.size());
   // ZeRO stages 2 and 3: the gradients of the other ranks' buckets go to
@@ -215,18 +220,22 @@ void DistributedDataParallel::rearm() {
   launched_ = 0;
 }
 
-void DistributedDataParallel::wait_bucket(int b) {
-  settle(work_[b]);  // null: bucket_skip's, or waited for already
+void DistributedDataParallel::check_all_launched() const {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    NDT_ASSERT(
+        pending_[b] == 0,
+        "bucket ",
+        b,
+        " was not launched: ",
+        pending_[b],
+        " of its ",
+        buckets_[b].params.size(),
+        " parameters' gradients are not final");
+  }
 }
 
-void DistributedDataParallel::check_all_launched() const {
-  NDT_ASSERT(
-      launched_ == static_cast<int>(buckets_.size()),
-      "only ",
-      launched_,
-      " of ",
-      buckets_.size(),
-      " buckets were launched");
+void DistributedDataParallel::wait_bucket(int b) {
+  settle(work_[b]);  // null: bucket_skip's, or waited for already
 }
 
 int64_t DistributedDataParallel::grad_elements() const {
@@ -253,25 +262,20 @@ int64_t DistributedDataParallel::param_elements() const {
 
 void DistributedDataParallel::begin_backward(bool last) {
   sync_ = last || zero_ >= 2;
-  if (zero_ >= 2 && launched_ > 0) {
-    // The previous micro-batch's reduces are in flight: count afresh (a
-    // bucket's reduce is waited for before its gradients are written).
-    check_all_launched();
-    rearm();
-  }
 }
 
 void DistributedDataParallel::on_module_begin(int module) {
   if (gathers_)
     gather_values(module, false);
   // ZeRO stages 2 and 3: the buckets whose first gradients `module`
-  // computes.
-  // The reduce of the bucket's previous micro-batch (it writes the
-  // owner's sum) and of the slot's previous bucket (it reads the slot)
-  // must be done before they are written.
+  // computes. The reduce of the bucket's previous micro-batch (it writes
+  // the owner's sum) and of the slot's previous bucket (it reads the slot)
+  // must be done before they are written; then the bucket counts its
+  // parameters afresh (each backward reduces it).
   const double t0 = now_s();
   for (int b : starts_in_[module]) {
     wait_bucket(b);
+    pending_[b] = static_cast<int>(buckets_[b].params.size());
     const int s = slot_of_[b];
     if (s < 0)
       continue;

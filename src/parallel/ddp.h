@@ -25,7 +25,9 @@
 // So every backward reduces, also one that is not the step's last: the
 // owner's bucket accumulates the sums of the micro-batches, a slot is
 // zeroed when its next bucket starts (the Model's on_backward_begin hook)
-// after the reduce of the bucket before it has finished.
+// after the reduce of the bucket before it has finished. A bucket never
+// spans two model chunks of a pipeline rank (their backwards alternate
+// between micro-batches), so each chunk's backward completes its own.
 //
 // ZeRO stage 3 (zero = 3) also shards the parameter values: a rank keeps
 // the values of its own buckets; the others' live in shared slots
@@ -113,6 +115,7 @@ class DistributedDataParallel final : public GradSync {
  private:
   // Every bucket's count of pending parameters restored; none launched.
   void rearm();
+  // Every bucket launched since its count was restored.
   // Waits for bucket b's reduce (all-reduce) if one is in flight.
   void wait_bucket(int b);
   void check_all_launched() const;

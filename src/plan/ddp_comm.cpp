@@ -32,9 +32,15 @@ std::vector<Bucket> buckets_of(
     const std::vector<bool>& held,
     int64_t bucket_bytes) {
   std::vector<int64_t> numels;
-  for (const auto& [m, i] : backward_order(shape, held))
+  std::vector<int> module_of;
+  for (const auto& [m, i] : backward_order(shape, held)) {
     numels.push_back(shape.modules[m].params[i].numel_local);
-  return assign_buckets(numels, bucket_bytes);
+    module_of.push_back(m);
+  }
+  std::vector<bool> all = held;
+  if (all.empty())
+    all.assign(shape.num_modules(), true);
+  return assign_buckets(numels, bucket_bytes, split_at_gaps(module_of, all));
 }
 
 std::vector<ModuleSpan> spans_of(
@@ -66,7 +72,7 @@ CommVolume ddp_step_comm(
     int64_t bucket_bytes,
     int zero,
     int microbatches,
-    const std::vector<bool>& passes) {
+    const std::vector<ModulePass>& passes) {
   CommVolume v;
   if (dp <= 1)
     return v;
@@ -82,11 +88,11 @@ CommVolume ddp_step_comm(
   }
   if (zero != 3)
     return v;
-  std::vector<bool> order = passes;
+  std::vector<ModulePass> order = passes;
   if (order.empty()) {
     for (int k = 0; k < microbatches; ++k) {
-      order.push_back(true);
-      order.push_back(false);
+      order.push_back({true, 0, shape.head()});
+      order.push_back({false, 0, shape.head()});
     }
   }
   const std::vector<ModuleSpan> spans = spans_of(shape, held, buckets);
@@ -94,12 +100,10 @@ CommVolume ddp_step_comm(
   const Slots slots = assign_value_slots(
       buckets, spans, std::vector<int>(buckets.size(), 0), 0);
   ParamGathers gathers(spans, slots.slot_of, shape.num_modules());
-  for (const bool forward : order) {
-    for (int k = 0; k < shape.num_modules(); ++k) {
-      const int m = forward ? k : shape.head() - k;
-      if (!holds(held, m))
-        continue;
-      for (int b : gathers.before(m, forward))
+  for (const ModulePass& pass : order) {
+    for (int k = pass.first; k <= pass.last; ++k) {
+      const int m = pass.forward ? k : pass.first + pass.last - k;
+      for (int b : gathers.before(m, pass.forward))
         v.add(OpType::kBroadcast, 1, buckets[b].numel);
     }
   }

@@ -31,13 +31,21 @@ std::vector<int64_t> ddp_bucket_numels(
     const std::vector<bool>& held,
     int64_t bucket_bytes);
 
+// A forward or a backward over modules [first, last] (a pipeline rank's
+// chunk, or the whole model).
+struct ModulePass {
+  bool forward = true;
+  int first = 0;
+  int last = 0;
+};
+
 // One step of `microbatches` accumulated micro-batches: one fp32
 // all-reduce per bucket; under ZeRO stage 1 (`zero` 1) a reduce to the
 // bucket's owner and, after the update, a broadcast from it; stage 2 (2)
 // the reduce after every micro-batch; stage 3 (3) that reduce, and the
-// broadcasts of ParamGathers over the rank's passes, in order: `passes`
-// (true: a forward over the held modules, false: a backward), by default
-// `microbatches` times a forward and a backward. Empty for dp <= 1.
+// broadcasts of ParamGathers over the rank's `passes` in order (by
+// default `microbatches` times a forward and a backward over the whole
+// model). Empty for dp <= 1.
 CommVolume ddp_step_comm(
     const ModelShape& shape,
     const std::vector<bool>& held,
@@ -45,7 +53,7 @@ CommVolume ddp_step_comm(
     int64_t bucket_bytes,
     int zero = 0,
     int microbatches = 1,
-    const std::vector<bool>& passes = {});
+    const std::vector<ModulePass>& passes = {});
 
 // ZeRO stage 1: per module and parameter (declaration order), whether the
 // rank at position `rank` of the gradient sync's `ranks` updates it, as

@@ -89,14 +89,4 @@ CommVolume pipeline_p2p_comm(
   return v;
 }
 
-std::vector<bool> pipeline_passes(const PipelineLayout& l, int rank) {
-  const Schedule s = make_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
-  std::vector<bool> out;
-  for (const Instr& in : s.instrs.at(rank)) {
-    if (in.op == Op::kForward || in.op == Op::kBackward)
-      out.push_back(in.op == Op::kForward);
-  }
-  return out;
-}
-
 }  // namespace ndt

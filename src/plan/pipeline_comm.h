@@ -61,8 +61,4 @@ CommVolume pipeline_p2p_comm(
     int64_t mbs,
     int token_split);
 
-// The forward (true) and backward (false) passes of pipeline rank `rank`
-// in the order its instruction list runs them (one chunk per rank).
-std::vector<bool> pipeline_passes(const PipelineLayout& l, int rank);
-
 }  // namespace ndt

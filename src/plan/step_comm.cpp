@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "parallel/pipeline/schedules.h"
 #include "parallel/tensor_parallel_mode.h"
 #include "plan/ddp_comm.h"
 #include "plan/divide.h"
@@ -31,6 +32,22 @@ std::string joined(const std::vector<std::string>& axes) {
   for (const std::string& a : axes)
     s += (s.empty() ? "" : ",") + a;
   return s;
+}
+
+// The forward and backward passes of pipeline rank `rank` over its
+// chunks, in the order its instruction list runs them.
+std::vector<ModulePass> pipeline_passes(
+    const ModelShape& shape, const PipelineLayout& l, int rank) {
+  const std::vector<ModuleRange> chunks = pipeline_chunks(shape, l, rank);
+  const Schedule s = make_schedule(l.schedule, l.pp, l.microbatches, l.chunks);
+  std::vector<ModulePass> out;
+  for (const Instr& in : s.instrs.at(rank)) {
+    if (in.op == Op::kForward || in.op == Op::kBackward) {
+      const ModuleRange& r = chunks.at(in.chunk);
+      out.push_back({in.op == Op::kForward, r.first, r.last});
+    }
+  }
+  return out;
 }
 
 void add(StepComm& s, const GroupPasses& passes, int64_t k, bool fwd_only) {
@@ -162,8 +179,9 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
   if (grad_ranks > 1) {
     CommVolume& g = s.groups[joined(grad_axes)];
     // ZeRO stage 3 gathers in each forward and backward pass.
-    const std::vector<bool> passes =
-        p.pp > 1 ? pipeline_passes(pl, pp_rank) : std::vector<bool>();
+    std::vector<ModulePass> passes;
+    if (p.pp > 1)
+      passes = pipeline_passes(shape, pl, pp_rank);
     g += ddp_step_comm(
         shape, held, grad_ranks, bucket_bytes, p.zero, p.microbatches, passes);
     if (zero)

@@ -95,6 +95,31 @@ TEST(BucketOwners, BalancedWithinTheLargestBucket) {
   }
 }
 
+// A pipeline rank's chunks (modules 6-5 and 2-1 here; 4-3 and 0 are
+// another rank's) keep their buckets apart, however small the buckets'
+// contents: the bucket open at module 5's last parameter closes there.
+TEST(Buckets, ChunksKeepTheirBucketsApart) {
+  const std::vector<int> module_of = {6, 6, 5, 2, 2, 1};
+  const std::vector<bool> held = {false, true, true, false, false, true, true};
+  const std::vector<bool> starts = split_at_gaps(module_of, held);
+  EXPECT_EQ(
+      starts, (std::vector<bool>{false, false, false, true, false, false}));
+  const auto b = assign_buckets({5, 5, 5, 5, 5, 5}, 1 << 20, starts);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].params, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(b[1].params, (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(b[1].offsets, (std::vector<int64_t>{0, 5, 10}));
+  // A module without parameters in between is no gap.
+  EXPECT_EQ(
+      split_at_gaps({3, 1}, {true, true, true, true}),
+      (std::vector<bool>{false, false}));
+  // The size limit (10 elements here) still closes buckets inside a chunk.
+  const auto c = assign_buckets({5, 5, 5, 5, 5, 5}, 40, starts);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[1].params, (std::vector<int>{2}));
+  EXPECT_EQ(c[2].params, (std::vector<int>{3, 4}));
+}
+
 TEST(Slots, SharedOnlyAfterAWholeModule) {
   // Buckets in backward order over modules 6..0 (first, last module of
   // each), rank 0 owning buckets 1 and 4.

@@ -463,6 +463,28 @@ std::vector<Case> zero_cases() {
        &kGpt,
        with({"parallel.dp=2", "parallel.pp=2", "parallel.microbatches=2"}, 3)},
       {"zero3_gpt_dp2_sp2", &kGpt, with({"parallel.dp=2", "parallel.sp=2"}, 3)},
+      // Interleaved chunks: each chunk's buckets reduced and gathered in
+      // its own passes.
+      {"zero2_gpt_dp2_pp2_interleaved",
+       &kGpt,
+       with(
+           {"parallel.dp=2",
+            "parallel.pp=2",
+            "parallel.pp_chunks=2",
+            "parallel.schedule=interleaved",
+            "parallel.microbatches=2",
+            "model.depth=4"},
+           2)},
+      {"zero3_gpt_dp2_pp2_interleaved",
+       &kGpt,
+       with(
+           {"parallel.dp=2",
+            "parallel.pp=2",
+            "parallel.pp_chunks=2",
+            "parallel.schedule=interleaved",
+            "parallel.microbatches=2",
+            "model.depth=4"},
+           3)},
   };
 }
 

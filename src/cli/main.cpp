@@ -6,6 +6,8 @@
 //                                [--warmup N]
 //   ndtrain peak [--threads N]
 //   ndtrain schedule --pp P --microbatches M --kind K [--chunks V]
+//   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--memory-mib M]
+//                [--top K] [--gflops G] [--link-alpha-us A] [--link-gbps B]
 //
 // The only place that catches ndt::Error: it prints "[rank r] error:
 // <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
@@ -38,7 +40,9 @@
 #include "parallel/pipeline/schedules.h"
 #include "parallel/pipeline/verify.h"
 #include "parallel/tensor_parallel_mode.h"
+#include "plan/layout_search.h"
 #include "tensor/memory.h"
+#include "train/factory.h"
 #include "train/peak.h"
 #include "train/step_bench.h"
 #include "train/trainer.h"
@@ -56,6 +60,9 @@ constexpr const char* kUsage =
     "  [mpirun -np N] ndtrain bench -c CONFIG.yaml [key=value ...] "
     "[--iters N] [--warmup N]\n"
     "  ndtrain peak [--threads N]\n"
+    "  ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N "
+    "[--memory-mib M] [--top K] [--gflops G] [--link-alpha-us A] "
+    "[--link-gbps B]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
     "naive|gpipe|1f1b|interleaved [--chunks V]\n"
     "  ndtrain SUBCOMMAND --help   the options of one subcommand\n";
@@ -283,6 +290,134 @@ int cmd_peak(int threads) {
   return 0;
 }
 
+struct PlanArgs {
+  ConfigArgs config;
+  int ranks = 0;
+  double memory_mib = 0;  // 0: no limit
+  int top = 10;
+  double gflops = 0;  // 0: measure sgemm here
+  // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
+  double link_alpha_us = 2.0;
+  double link_gbps = 7.5;
+};
+
+// The layouts of `ranks` ranks the config accepts, fastest predicted step
+// first (plan/layout_search.h), and the pick: the fastest whose memory
+// (state and, where modelled, activations) fits --memory-mib.
+int cmd_plan(const PlanArgs& a) {
+  const Config base = load_config_args(a.config, "plan");
+  const int threads =
+      base.train.threads > 0 ? base.train.threads : omp_get_num_procs();
+  ops::set_num_threads(threads);
+  MachineCost m;
+  m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops();
+  m.link.alpha_s = a.link_alpha_us * 1e-6;
+  m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
+  SerialBuilder builder;
+  const double flops_per_sample =
+      make_model(base.model, builder)->flops_per_sample;
+  int rejected = 0;
+  const std::vector<LayoutCost> all = search_layouts(
+      a.config.file,
+      a.config.overrides,
+      a.ranks,
+      flops_per_sample,
+      m,
+      &rejected);
+  const double limit = a.memory_mib * (1 << 20);
+  auto fits = [&](const LayoutCost& c) {
+    return limit <= 0 ||
+           double(c.state_bytes + std::max<int64_t>(c.act_bytes, 0)) <= limit;
+  };
+  std::printf(
+      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), link "
+      "alpha %.2f us, %.3f GB/s; %zu layouts accepted, %d rejected by the "
+      "config's checks\n",
+      to_string(base.model.kind),
+      a.ranks,
+      m.gflops,
+      a.gflops > 0 ? "--gflops" : "sgemm measured here",
+      a.link_alpha_us,
+      a.link_gbps,
+      all.size(),
+      rejected);
+  NDT_CHECK(
+      !all.empty(),
+      ConfigError,
+      "no layout of ",
+      a.ranks,
+      " ranks passes the config's checks (the batch, heads and widths must "
+      "divide over the ranks)");
+  std::printf(
+      "%-48s %9s %9s %8s %10s %10s %9s %9s\n",
+      "layout",
+      "step_ms",
+      "comp_ms",
+      "bubble",
+      "sync_ms",
+      "other_ms",
+      "state_mib",
+      "acts_mib");
+  const LayoutCost* pick = nullptr;
+  int shown = 0;
+  for (const LayoutCost& c : all) {
+    if (pick == nullptr && fits(c))
+      pick = &c;
+    if (shown++ >= a.top)
+      continue;
+    char acts[32] = "-";
+    if (c.act_bytes >= 0)
+      std::snprintf(acts, sizeof acts, "%.1f", c.act_bytes / 1048576.0);
+    std::printf(
+        "%-48s %9.2f %9.2f %8.3f %10.2f %10.2f %9.1f %9s%s\n",
+        c.name.c_str(),
+        c.step_s * 1e3,
+        c.compute_s * 1e3,
+        c.bubble,
+        c.sync_comm_s * 1e3,
+        c.other_comm_s * 1e3,
+        c.state_bytes / 1048576.0,
+        acts,
+        fits(c) ? "" : "  (over --memory-mib)");
+  }
+  if (pick == nullptr) {
+    const auto least = std::min_element(
+        all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
+          return x.state_bytes + std::max<int64_t>(x.act_bytes, 0) <
+                 y.state_bytes + std::max<int64_t>(y.act_bytes, 0);
+        });
+    throw ConfigError(detail::str_cat(
+        "no layout of ",
+        a.ranks,
+        " ranks fits --memory-mib ",
+        a.memory_mib,
+        ": the smallest, ",
+        least->name,
+        ", needs ",
+        (least->state_bytes + std::max<int64_t>(least->act_bytes, 0)) /
+            1048576.0,
+        " MiB per rank"));
+  }
+  // The shown layouts' overrides, one line each (bench/plan.sh runs them).
+  auto joined = [](const LayoutCost& c) {
+    std::string out;
+    for (const std::string& o : c.overrides)
+      out += (out.empty() ? "" : ",") + o;
+    return out;
+  };
+  for (int i = 0; i < std::min<int>(a.top, static_cast<int>(all.size())); ++i)
+    std::printf(
+        "plan_layout step_ms=%.3f overrides=%s\n",
+        all[i].step_s * 1e3,
+        joined(all[i]).c_str());
+  std::printf(
+      "pick: %s (predicted %.2f ms per step)\npick_overrides=%s\n",
+      pick->name.c_str(),
+      pick->step_s * 1e3,
+      joined(*pick).c_str());
+  return 0;
+}
+
 // Prints the step x stage grid of a pipeline schedule (forward 1 time
 // unit, backward 2) after checking it with verify_schedule.
 int cmd_schedule(PipeSchedule kind, int pp, int microbatches, int chunks) {
@@ -335,6 +470,31 @@ int run(int argc, char** argv) {
   schedule->add_option("--kind", kind_name, "the schedule")
       ->required()
       ->check(CLI::IsMember(kinds));
+  PlanArgs plan_args;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "rank the layouts of N ranks by predicted step time");
+  add_config_args(*plan, plan_args.config);
+  int_option(*plan, "--ranks", plan_args.ranks, 1, "ranks of the job")
+      ->required();
+  plan->add_option(
+          "--memory-mib", plan_args.memory_mib, "memory per rank (0: any)")
+      ->check(CLI::NonNegativeNumber);
+  int_option(*plan, "--top", plan_args.top, 1, "layouts to print (10)");
+  plan->add_option(
+          "--gflops",
+          plan_args.gflops,
+          "GFLOP/s of one rank (0: measure sgemm here)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option(
+          "--link-alpha-us",
+          plan_args.link_alpha_us,
+          "latency of one step of a collective (2)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option(
+          "--link-gbps",
+          plan_args.link_gbps,
+          "bus bandwidth between ranks, GB/s (7.5)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -357,6 +517,8 @@ int run(int argc, char** argv) {
     return cmd_bench(bench_args, iters, warmup, &argc, &argv);
   if (*peak)
     return cmd_peak(threads);
+  if (*plan)
+    return cmd_plan(plan_args);
   return cmd_schedule(
       *enum_from_string<PipeSchedule>(kind_name), pp, microbatches, chunks);
 }

@@ -70,6 +70,18 @@ int grad_sync_ranks(const Config& config) {
   return ranks * p.sp;
 }
 
+std::string grad_sync_group(const Config& config) {
+  const ParallelConfig& p = config.parallel;
+  std::vector<std::string> axes;
+  if (p.dp > 1 && p.dp_mode == DpMode::kMpi)
+    axes.push_back("dp");
+  for (const std::string& a : make_tensor_parallel_mode(config)->replica_axes())
+    axes.push_back(a);
+  if (p.sp > 1)
+    axes.push_back("sp");
+  return joined(axes);
+}
+
 const CommVolume& StepComm::at(const std::string& group) const {
   static const CommVolume kEmpty;
   const auto it = groups.find(group);
@@ -79,7 +91,6 @@ const CommVolume& StepComm::at(const std::string& group) const {
 StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
   const ParallelConfig& p = config.parallel;
   const bool threads = p.dp_mode == DpMode::kThreads && p.dp > 1;
-  const int dp = threads ? 1 : p.dp;
   const ModelShape shape = model_shape(config.model, p);
   const int64_t local =
       divide(config.train.batch_size, p.dp, "train.batch_size per replica");
@@ -134,13 +145,6 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
   // The gradients' sync over the replicas: dp and the mode's replica axes
   // (TensorParallelMode says which) and sp.
   const auto mode = make_tensor_parallel_mode(config);
-  std::vector<std::string> grad_axes;
-  if (dp > 1)
-    grad_axes.push_back("dp");
-  for (const std::string& a : mode->replica_axes())
-    grad_axes.push_back(a);
-  if (p.sp > 1)
-    grad_axes.push_back("sp");
   const int grad_ranks = grad_sync_ranks(config);
   const int64_t bucket_bytes = static_cast<int64_t>(p.bucket_mb * (1 << 20));
   // ZeRO: the optimizer holds the parameters this rank updates.
@@ -177,13 +181,14 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
       g.add(OpType::kAllReduce, 1, 2 * n, kFp64Bytes);
   }
   if (grad_ranks > 1) {
-    CommVolume& g = s.groups[joined(grad_axes)];
+    CommVolume& g = s.groups[grad_sync_group(config)];
     // ZeRO stage 3 gathers in each forward and backward pass.
     std::vector<ModulePass> passes;
     if (p.pp > 1)
       passes = pipeline_passes(shape, pl, pp_rank);
-    g += ddp_step_comm(
+    s.grad_sync = ddp_step_comm(
         shape, held, grad_ranks, bucket_bytes, p.zero, p.microbatches, passes);
+    g += s.grad_sync;
     if (zero)
       g.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   }

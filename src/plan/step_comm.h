@@ -21,8 +21,9 @@
 //   pp  the rank's sends and receives (pipeline_comm.h)
 //   gradients  one all-reduce per gradient bucket (ddp_comm.h) on the
 //       group of dp, the mode's replica axes (2.5d: tp_dep) and sp of
-//       size > 1; ZeRO: a reduce (stage 2: one per micro-batch) and a
-//       broadcast per bucket, and
+//       size > 1; ZeRO: a reduce (stages 2 and 3: one per micro-batch)
+//       and a broadcast per bucket (stage 3: the broadcasts that gather
+//       parameters before the modules read them), and
 //       the grad norm's fp64 all-reduce [1] there, while the norms above
 //       count only the parameters the rank updates
 //   loss  the step's [sum, count] in fp64 on pp, dp, each of the mode's
@@ -45,6 +46,11 @@ namespace ndt {
 struct StepComm {
   std::map<std::string, CommVolume> groups;  // by mesh group name
   CommVolume threads_dp;
+  // The data-parallel gradient sync's own share of its group's volume
+  // (ddp_step_comm: buckets and ZeRO's broadcasts), which can overlap the
+  // compute; the rest of that group's volume (sequence parallelism's
+  // attention, the norms) cannot.
+  CommVolume grad_sync;
 
   // The volume of `group` (empty when the step does not use it).
   const CommVolume& at(const std::string& group) const;
@@ -54,6 +60,9 @@ struct StepComm {
 // Ranks of the gradient sync's group: dp over MPI, the mode's replica axes
 // (2.5d: tp_dep) and sp.
 int grad_sync_ranks(const Config& config);
+// The name of that group's mesh group ("dp", "dp,sp", "dp,tp_dep", ...;
+// empty when no axis has more than one rank).
+std::string grad_sync_group(const Config& config);
 
 // One step on the rank at pipeline position pp_rank (0 without pipeline)
 // and, under ZeRO, position sync_rank in the gradient sync's group

@@ -118,4 +118,36 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   fs::remove_all(dir + "2");
 }
 
+// ndtrain plan: the layouts of N ranks, fastest predicted first, and the
+// pick; a memory limit nothing fits names the smallest layout's need.
+TEST(Cli, PlanRanksLayoutsAndPicksOne) {
+  const std::string c =
+      "plan -c " + cfg("verify/gpt.yaml") + " --ranks 4 --gflops 100 --top 3";
+  Result r = ndtrain(c);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("ndtrain plan: gpt, 4 ranks, 100.0 GFLOP/s"),
+      std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\npick: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pick_overrides=parallel.dp="), std::string::npos)
+      << r.output;
+  int rows = 0;
+  for (size_t p = 0;
+       (p = r.output.find("\nplan_layout ", p)) != std::string::npos;
+       ++p)
+    ++rows;
+  EXPECT_EQ(rows, 3) << r.output;
+  r = ndtrain(c + " --memory-mib 0.01");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(
+      r.output.find("error: no layout of 4 ranks fits --memory-mib "
+                    "0.01: the smallest, "),
+      std::string::npos)
+      << r.output;
+  r = ndtrain("plan -c " + cfg("verify/gpt.yaml"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--ranks"), std::string::npos) << r.output;
+}
+
 }  // namespace

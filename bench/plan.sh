@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Layout search against measurement: `ndtrain plan` ranks every layout of
+# NDT_PLAN_RANKS (default 2) ranks of the GPT benchmark model (bench/
+# configs/gpt.yaml, 1 thread per rank) by predicted step time; this script
+# then times each of them with `ndtrain bench` under mpirun and prints
+# predicted against measured step time per layout, then
+#   rank_agreement=X  Kendall's tau between the two orders (1: the same
+#                     order, 0: unrelated, -1: reversed), over the pairs
+#                     whose measured times differ by more than 3%
+#   pick_regret=X     measured time of the planner's pick / the fastest
+#                     measured layout - 1 (0: the pick was the fastest)
+# The plan is calibrated in the same run: one rank's GFLOP/s from a
+# 1-rank `ndtrain bench` of the model (flops_per_step / step time), and the
+# link's alpha and bus bandwidth from comm_bench's alpha-beta fit over 2
+# ranks (link_fit impl=ndt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ "${NDT_SKIP_SETUP:-0}" != 1 ]]; then scripts/setup.sh --bench; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+RANKS=${NDT_PLAN_RANKS:-2}
+ITERS=${NDT_BENCH_ITERS:-8}
+WARMUP=${NDT_BENCH_WARMUP:-3}
+CFG=bench/configs/gpt.yaml
+[[ $RANKS =~ ^[1-9][0-9]*$ ]] || { echo "plan.sh: NDT_PLAN_RANKS=$RANKS: must be a positive integer" >&2; exit 2; }
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>} NDT_GEMM=${NDT_GEMM:-onednn (unset)}" \
+  "OMP_NUM_THREADS=1 ranks=$RANKS iters=$ITERS warmup=$WARMUP"
+
+field() {  # field NAME LINE
+  sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"
+}
+
+one=$(build/ndtrain bench -c "$CFG" train.threads=1 --iters "$ITERS" \
+      --warmup "$WARMUP" | grep '^bench ')
+gflops=$(/usr/bin/python3 -c "print(f'{$(field flops_per_step "$one") / ($(field median_ms "$one") * 1e-3) / 1e9:.1f}')")
+fit=$(mpirun --oversubscribe --bind-to none -np 2 build/comm_bench | grep '^link_fit impl=ndt')
+alpha=$(field alpha_us "$fit"); gbps=$(field busbw_gbs "$fit")
+echo "calibration: 1 rank $(field median_ms "$one") ms per step = $gflops GFLOP/s; $fit"
+
+plan=$(build/ndtrain plan -c "$CFG" train.threads=1 --ranks "$RANKS" --top 1000 \
+       --gflops "$gflops" --link-alpha-us "$alpha" --link-gbps "$gbps")
+echo "$plan" | grep -v '^plan_layout '
+pick=$(sed -n 's/^pick_overrides=//p' <<<"$plan")
+results=()
+while read -r line; do
+  predicted=$(field step_ms "$line"); overrides=$(field overrides "$line")
+  # shellcheck disable=SC2086
+  got=$(mpirun --oversubscribe --bind-to none -np "$RANKS" build/ndtrain bench \
+        -c "$CFG" train.threads=1 ${overrides//,/ } --iters "$ITERS" \
+        --warmup "$WARMUP" < /dev/null | grep '^bench ')
+  measured=$(field median_ms "$got")
+  echo "measured $measured ms, predicted $predicted ms: $overrides"
+  results+=("$predicted $measured $overrides")
+done < <(grep '^plan_layout ' <<<"$plan")
+
+printf '%s\n' "${results[@]}" | /usr/bin/python3 -c "
+import sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+pred = [float(r[0]) for r in rows]; meas = [float(r[1]) for r in rows]
+names = [r[2] for r in rows]
+print(f\"{'predicted_ms':>12} {'measured_ms':>12} {'ratio':>6}  layout\")
+for p, m, n in sorted(zip(pred, meas, names), key=lambda x: x[1]):
+    print(f'{p:12.1f} {m:12.1f} {m / p:6.2f}  {n}')
+agree = total = 0
+for i in range(len(rows)):
+    for j in range(i + 1, len(rows)):
+        if abs(meas[i] - meas[j]) <= 0.03 * min(meas[i], meas[j]):
+            continue
+        total += 1
+        agree += 1 if (pred[i] - pred[j]) * (meas[i] - meas[j]) > 0 else -1
+pick = names.index('$pick')
+print(f'rank_agreement={agree / total if total else 1:.2f} over {total} pairs')
+print(f'pick_regret={meas[pick] / min(meas) - 1:.3f} (pick {names[pick]})')
+"

@@ -1,0 +1,279 @@
+#include "plan/layout_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "base/check.h"
+#include "parallel/pipeline/verify.h"
+#include "parallel/tensor_parallel_mode.h"
+#include "plan/activation_memory.h"
+#include "plan/model_shape.h"
+#include "plan/rank_memory.h"
+#include "plan/step_comm.h"
+
+namespace ndt {
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0)
+      out.push_back(d);
+  }
+  return out;
+}
+
+bool is_power(int n, int k, int* root) {
+  for (int q = 2; std::pow(q, k) <= n; ++q) {
+    if (static_cast<int>(std::lround(std::pow(q, k))) == n) {
+      *root = q;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The tensor-parallel modes of tp ranks, as overrides.
+std::vector<std::vector<std::string>> tp_modes(int tp) {
+  std::vector<std::vector<std::string>> out;
+  const std::string t = "parallel.tp=" + std::to_string(tp);
+  if (tp == 1)
+    return {{}};
+  out.push_back({t, "parallel.tp_mode=1d"});
+  int q = 0;
+  if (is_power(tp, 2, &q))
+    out.push_back({t, "parallel.tp_mode=2d"});
+  for (int side = 2; side * side * 2 <= tp; ++side) {
+    if (tp % (side * side) == 0) {
+      out.push_back(
+          {t,
+           "parallel.tp_mode=2.5d",
+           "parallel.tp_depth=" + std::to_string(tp / (side * side))});
+    }
+  }
+  if (is_power(tp, 3, &q))
+    out.push_back({t, "parallel.tp_mode=3d"});
+  return out;
+}
+
+// Ranks of a mesh group named "a,b,..." (the product of its axes' sizes).
+int group_ranks(const std::string& name, const Config& config) {
+  std::map<std::string, int> size;
+  for (const MeshAxis& a : mesh_axes(config))
+    size[a.name] = a.size;
+  int n = 1;
+  std::stringstream ss(name);
+  std::string axis;
+  while (std::getline(ss, axis, ','))
+    n *= size.at(axis);
+  return n;
+}
+
+// "dp=2 pp=2 (microbatches=4) tp=2 (1d) sp=2 zero=1": the axes of more
+// than one rank; "serial" when none.
+std::string describe(const Config& c) {
+  const ParallelConfig& p = c.parallel;
+  std::string s;
+  auto part = [&](const std::string& t) { s += (s.empty() ? "" : " ") + t; };
+  if (p.dp > 1)
+    part("dp=" + std::to_string(p.dp));
+  if (p.pp > 1) {
+    part(
+        "pp=" + std::to_string(p.pp) +
+        " (microbatches=" + std::to_string(p.microbatches) + ")");
+  } else if (p.microbatches > 1) {
+    part("microbatches=" + std::to_string(p.microbatches));
+  }
+  if (p.tp > 1) {
+    std::string t = "tp=" + std::to_string(p.tp) + " (" + to_string(p.tp_mode);
+    if (p.tp_mode == TpMode::k2p5d)
+      t += ", depth " + std::to_string(p.tp_depth);
+    part(t + ")");
+  }
+  if (p.sp > 1)
+    part("sp=" + std::to_string(p.sp));
+  if (p.zero > 0)
+    part("zero=" + std::to_string(p.zero));
+  return s.empty() ? "serial" : s;
+}
+
+}  // namespace
+
+double comm_seconds(const CommVolume& v, int ranks, const LinkCost& link) {
+  if (ranks <= 1)
+    return 0;
+  const double P = ranks, a = link.alpha_s, b = link.beta_s_per_byte;
+  auto at = [&](OpType t) { return v[t]; };
+  double s = 0;
+  const OpVolume& ar = at(OpType::kAllReduce);
+  s += ar.calls * 2 * (P - 1) * a + 2 * (P - 1) / P * ar.bytes * b;
+  for (OpType t :
+       {OpType::kReduceScatter, OpType::kAllGather, OpType::kAllToAll}) {
+    const OpVolume& o = at(t);
+    s += o.calls * (P - 1) * a + (P - 1) * o.bytes * b;
+  }
+  for (OpType t : {OpType::kBroadcast, OpType::kReduce}) {
+    const OpVolume& o = at(t);
+    s += o.calls * (P - 1) * a + o.bytes * b;
+  }
+  const OpVolume& send = at(OpType::kSend);
+  s += send.calls * a + send.bytes * b;
+  return s;
+}
+
+std::vector<std::vector<std::string>> layout_candidates(
+    const Config& base, int ranks) {
+  NDT_CHECK(ranks >= 1, ConfigError, "ranks must be >= 1, got ", ranks);
+  std::vector<std::vector<std::string>> out;
+  const int M = base.parallel.microbatches;
+  for (int dp : divisors(ranks)) {
+    for (int pp : divisors(ranks / dp)) {
+      for (int tp : divisors(ranks / dp / pp)) {
+        const int sp = ranks / dp / pp / tp;
+        std::vector<int> mbs = {M};
+        if (pp > 1) {
+          mbs = {std::max(M, pp)};
+          if (std::max(M, 2 * pp) != mbs[0])
+            mbs.push_back(std::max(M, 2 * pp));
+        }
+        const bool sync = dp * sp > 1;  // 2.5d's depth adds below
+        for (const auto& mode : tp_modes(tp)) {
+          const bool depth = mode.size() == 3;
+          for (int zero = 0; zero <= (sync || depth ? 3 : 0); ++zero) {
+            for (int mb : mbs) {
+              std::vector<std::string> l = {
+                  "parallel.dp=" + std::to_string(dp),
+                  "parallel.dp_mode=mpi",
+                  "parallel.pp=" + std::to_string(pp),
+                  "parallel.pp_chunks=1",
+                  "parallel.sp=" + std::to_string(sp),
+                  "parallel.zero=" + std::to_string(zero),
+                  "parallel.microbatches=" + std::to_string(mb)};
+              if (pp > 1)
+                l.push_back("parallel.schedule=1f1b");
+              if (tp == 1)
+                l.push_back("parallel.tp=1");
+              l.insert(l.end(), mode.begin(), mode.end());
+              out.push_back(l);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+LayoutCost layout_cost(
+    const Config& config, double flops_per_sample, const MachineCost& m) {
+  NDT_CHECK(m.gflops > 0, ConfigError, "the machine's GFLOP/s must be > 0");
+  const ParallelConfig& p = config.parallel;
+  const int ranks = p.dp * p.pp * p.tp * p.sp;
+  LayoutCost c;
+  c.name = describe(config);
+  const double flops =
+      flops_per_sample * static_cast<double>(config.train.batch_size);
+  double busy = 1;
+  if (p.pp > 1) {
+    const ScheduleReport r =
+        verify_schedule(make_schedule(p.schedule, p.pp, p.microbatches));
+    c.bubble = r.bubble;
+    busy = 1 - r.bubble;
+  }
+  c.compute_s = flops / ranks / (m.gflops * 1e9) / busy;
+  // The gradient sync overlaps the backward (two thirds of the compute);
+  // under ZeRO stage 3 also the forward's gathers.
+  const double window = (p.zero == 3 ? 1.0 : 2.0 / 3.0) * c.compute_s * busy;
+  const int sync_ranks = grad_sync_ranks(config);
+  const double bucket_bytes = p.bucket_mb * (1 << 20);
+  c.step_s = -1;
+  for (int pr = 0; pr < p.pp; ++pr) {
+    for (int sr = 0; sr < std::max(sync_ranks, 1); ++sr) {
+      const RankMemory mem = rank_memory(config, pr, sr);
+      c.state_bytes = std::max(c.state_bytes, mem.bytes());
+      const StepComm s = step_comm(config, pr, sr);
+      double all_s = 0;
+      for (const auto& [group, v] : s.groups)
+        all_s += comm_seconds(v, group_ranks(group, config), m.link);
+      // The sync: stages 1 and 2 broadcast the updated values after the
+      // step's compute; the rest overlaps the window but for the last
+      // bucket's reduce, which starts when backward ends.
+      CommVolume overlapped = s.grad_sync, after;
+      if (p.zero == 1 || p.zero == 2) {
+        after[OpType::kBroadcast] = overlapped[OpType::kBroadcast];
+        overlapped[OpType::kBroadcast] = OpVolume();
+      }
+      const double sync_s = comm_seconds(s.grad_sync, sync_ranks, m.link);
+      const double other_s = all_s - sync_s;
+      CommVolume tail;
+      const double bytes = std::min<double>(
+          bucket_bytes,
+          double(
+              overlapped[OpType::kAllReduce].bytes +
+              overlapped[OpType::kReduce].bytes));
+      tail.add(
+          p.zero == 0 ? OpType::kAllReduce : OpType::kReduce,
+          1,
+          static_cast<int64_t>(bytes / kFp32Bytes));
+      const double exposed =
+          std::max(
+              comm_seconds(tail, sync_ranks, m.link),
+              comm_seconds(overlapped, sync_ranks, m.link) - window) +
+          comm_seconds(after, sync_ranks, m.link);
+      const double step = c.compute_s + other_s + exposed;
+      if (step > c.step_s) {
+        c.step_s = step;
+        c.sync_comm_s = sync_s;
+        c.other_comm_s = other_s;
+      }
+    }
+  }
+  const ModelShape shape = model_shape(config.model, p);
+  if (step_activation_modelled(shape, p)) {
+    const int64_t samples =
+        config.train.batch_size / p.dp / std::max(p.microbatches, 1);
+    c.act_bytes = step_activation_bytes(
+        shape, p, config.model.heads, samples, config.model.dropout);
+  }
+  return c;
+}
+
+std::vector<LayoutCost> search_layouts(
+    const std::string& yaml_path,
+    const std::vector<std::string>& overrides,
+    int ranks,
+    double flops_per_sample,
+    const MachineCost& m,
+    int* rejected) {
+  const Config base = load_config(yaml_path, overrides);
+  std::vector<LayoutCost> out;
+  int bad = 0;
+  for (const std::vector<std::string>& l : layout_candidates(base, ranks)) {
+    std::vector<std::string> all = overrides;
+    all.insert(all.end(), l.begin(), l.end());
+    // The config's checks, then the plan formulas' own (the heads and
+    // widths over the mode's ranks).
+    try {
+      LayoutCost cost =
+          layout_cost(load_config(yaml_path, all), flops_per_sample, m);
+      cost.overrides = l;
+      out.push_back(std::move(cost));
+    } catch (const ConfigError&) {
+      ++bad;
+    }
+  }
+  std::stable_sort(
+      out.begin(), out.end(), [](const LayoutCost& a, const LayoutCost& b) {
+        if (a.step_s != b.step_s)
+          return a.step_s < b.step_s;
+        return a.state_bytes + std::max<int64_t>(a.act_bytes, 0) <
+               b.state_bytes + std::max<int64_t>(b.act_bytes, 0);
+      });
+  if (rejected != nullptr)
+    *rejected = bad;
+  return out;
+}
+
+}  // namespace ndt

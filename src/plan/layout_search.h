@@ -1,0 +1,96 @@
+// Layout search: every layout of a job's ranks that the config accepts,
+// with its memory per rank from the plan's formulas and a predicted step
+// time, fastest first (`ndtrain plan`).
+//
+// A layout is dp x pp x tp x sp = ranks with a tensor-parallel mode (1d
+// for any tp, 2d for tp = q^2, 2.5d for tp = q^2 d with d >= 2, 3d for
+// tp = p^3) and a ZeRO stage (0 to 3 when the gradient sync has more than
+// one rank); pipelines run 1F1B with the config's micro-batches, or P
+// (and 2 P) of them when it has fewer. Each candidate is loaded through
+// load_config with the user's overrides, so the config's own checks reject
+// what cannot run (divisibility of the batch, the heads, the mode's
+// limits).
+//
+// Memory per rank: parameters, gradients and optimizer state
+// (rank_memory, the largest over the pipeline ranks and the ZeRO owners),
+// plus the activation peak where the plan models it (the GPT on one
+// stage: step_activation_bytes), else unknown.
+//
+// Step time, per rank:
+//   compute  = flops of the step / ranks / gflops, divided by the share
+//              of the time the pipeline's schedule keeps a rank busy
+//              (verify_schedule with backward = 2 forwards);
+//   comm     = every group's step_comm volume at the link's alpha-beta
+//              cost: all-reduce 2 (P-1) alpha + 2 (P-1)/P bytes beta per
+//              call; reduce-scatter, all-gather and all-to-all (P-1) alpha
+//              + (P-1) bytes beta (bytes: one rank's block); broadcast and
+//              reduce (pipelined chains) (P-1) alpha + bytes beta; send
+//              alpha + bytes beta (a receive is the sender's cost);
+//   step     = compute + comm not hidden. The gradient sync's own volume
+//              (StepComm::grad_sync: buckets, ZeRO's reduces and
+//              gathers) overlaps the backward (stage 3: the whole
+//              compute) and counts beyond it, and at least one bucket's
+//              reduce (it starts when backward ends); stages 1 and 2
+//              broadcast the updated values after the compute, in full.
+//              Every other volume (tensor, sequence and pipeline groups,
+//              norms, the loss) counts in full.
+// The largest over the representative ranks (pipeline stages, ZeRO owners)
+// is the layout's step. Not modelled: smaller products running slower
+// under tensor parallelism, the sequence-parallel attention cores' own
+// overhead, recompute's extra forward, contention between ranks sharing a
+// host's cores and memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "plan/comm_volume.h"
+#include "plan/link_cost.h"
+
+namespace ndt {
+
+struct MachineCost {
+  double gflops = 0;  // one rank's rate on the model's products
+  LinkCost link;      // between any two ranks
+};
+
+struct LayoutCost {
+  std::vector<std::string> overrides;  // "parallel.dp=2", ...
+  std::string name;                    // "dp=2 tp=2 (1d) zero=1"
+  int64_t state_bytes = 0;             // parameters, gradients, optimizer state
+  int64_t act_bytes = -1;              // activation peak; -1: not modelled
+  double bubble = 0;                   // the pipeline's idle fraction
+  double compute_s = 0;                // with the bubble
+  double sync_comm_s = 0;              // the gradient sync's group
+  double other_comm_s = 0;  // tensor, sequence, pipeline groups, loss
+  double step_s = 0;
+};
+
+// Seconds of one group's step volume `v` on `ranks` ranks at the link's
+// alpha-beta cost (the formulas above).
+double comm_seconds(const CommVolume& v, int ranks, const LinkCost& link);
+
+// The layout overrides to try for `ranks` ranks of `base` (not yet
+// checked): dp, pp (and micro-batches), tp, tp_mode, tp_depth, sp, zero.
+std::vector<std::vector<std::string>> layout_candidates(
+    const Config& base, int ranks);
+
+// The cost of one accepted config; `flops_per_sample`: the model's
+// training FLOPs per sample.
+LayoutCost layout_cost(
+    const Config& config, double flops_per_sample, const MachineCost& m);
+
+// Every candidate load_config(yaml_path, overrides + candidate) accepts,
+// costed, fastest step first (ties: less memory). `rejected` (if given)
+// counts the others.
+std::vector<LayoutCost> search_layouts(
+    const std::string& yaml_path,
+    const std::vector<std::string>& overrides,
+    int ranks,
+    double flops_per_sample,
+    const MachineCost& m,
+    int* rejected = nullptr);
+
+}  // namespace ndt

@@ -1,0 +1,174 @@
+// Layout search (plan/layout_search.h): the candidates of a number of
+// ranks, the alpha-beta cost of a group's volume, and the ranking's
+// response to the machine: a free link leaves only compute and the
+// pipeline's bubble, a slow link favours the layouts that communicate
+// least, and memory per rank falls with the ZeRO stage.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "base/error.h"
+#include "plan/layout_search.h"
+#include "plan/rank_memory.h"
+
+namespace ndt {
+namespace {
+
+const std::string kGpt =
+    std::string(NDT_SOURCE_DIR) + "/configs/verify/gpt.yaml";
+
+std::set<std::string> names(const std::vector<LayoutCost>& v) {
+  std::set<std::string> out;
+  for (const LayoutCost& c : v)
+    out.insert(c.name);
+  return out;
+}
+
+const LayoutCost& find(const std::vector<LayoutCost>& v, const std::string& n) {
+  for (const LayoutCost& c : v) {
+    if (c.name == n)
+      return c;
+  }
+  ADD_FAILURE() << "no layout " << n;
+  return v.front();
+}
+
+TEST(LayoutSearch, CommSecondsFollowTheAlphaBetaFormulas) {
+  const LinkCost link{1e-6, 1e-9};  // 1 us per step, 1 GB/s
+  CommVolume v;
+  v.add(OpType::kAllReduce, 2, 1000);  // 8000 bytes in 2 calls
+  // 2 calls x 2 (4 - 1) x 1 us + 2 (4 - 1) / 4 x 8000 B x 1 ns.
+  EXPECT_DOUBLE_EQ(comm_seconds(v, 4, link), 12e-6 + 12e-6);
+  CommVolume g;
+  g.add(OpType::kAllGather, 1, 250);  // one rank's block: 1000 bytes
+  EXPECT_DOUBLE_EQ(comm_seconds(g, 4, link), 3e-6 + 3e-6);
+  CommVolume b;
+  b.add(OpType::kBroadcast, 3, 500);  // 6000 bytes, chains of 3 steps
+  EXPECT_DOUBLE_EQ(comm_seconds(b, 4, link), 9e-6 + 6e-6);
+  CommVolume p;
+  p.add(OpType::kSend, 2, 100);
+  p.add(OpType::kRecv, 2, 100);  // the sender's cost
+  EXPECT_DOUBLE_EQ(comm_seconds(p, 2, link), 2e-6 + 0.8e-6);
+  EXPECT_EQ(comm_seconds(v, 1, link), 0);
+}
+
+TEST(LayoutSearch, CandidatesCoverEveryFactorisationAndMode) {
+  const Config base = load_config(kGpt, {});
+  auto has = [](const std::vector<std::vector<std::string>>& c,
+                const std::vector<std::string>& want) {
+    return std::any_of(c.begin(), c.end(), [&](const auto& l) {
+      return std::all_of(want.begin(), want.end(), [&](const std::string& w) {
+        return std::find(l.begin(), l.end(), w) != l.end();
+      });
+    });
+  };
+  const auto c8 = layout_candidates(base, 8);
+  EXPECT_TRUE(has(c8, {"parallel.dp=8", "parallel.zero=3"}));
+  EXPECT_TRUE(has(c8, {"parallel.tp=8", "parallel.tp_mode=3d"}));
+  EXPECT_TRUE(has(
+      c8, {"parallel.tp=8", "parallel.tp_mode=2.5d", "parallel.tp_depth=2"}));
+  EXPECT_FALSE(has(c8, {"parallel.tp=8", "parallel.tp_mode=2d"}));
+  EXPECT_TRUE(
+      has(c8, {"parallel.dp=2", "parallel.tp=4", "parallel.tp_mode=2d"}));
+  EXPECT_TRUE(
+      has(c8,
+          {"parallel.pp=2",
+           "parallel.sp=2",
+           "parallel.dp=2",
+           "parallel.microbatches=4"}));
+  // ZeRO only where a gradient sync has more than one rank: tp=8 in 1d
+  // has none, 2.5d's depth is one.
+  EXPECT_FALSE(
+      has(c8, {"parallel.tp_mode=1d", "parallel.tp=8", "parallel.zero=1"}));
+  EXPECT_TRUE(has(c8, {"parallel.tp_mode=2.5d", "parallel.zero=1"}));
+  EXPECT_THROW(layout_candidates(base, 0), ConfigError);
+}
+
+TEST(LayoutSearch, AFreeLinkLeavesComputeAndTheBubble) {
+  MachineCost m;
+  m.gflops = 100;  // link: alpha = beta = 0
+  int rejected = -1;
+  const auto all = search_layouts(kGpt, {}, 4, 1e9, m, &rejected);
+  ASSERT_FALSE(all.empty());
+  EXPECT_GT(rejected, 0);  // e.g. tp=4 in 3d: 4 is not a cube
+  // Every layout without a pipeline runs the same compute: 16 samples x
+  // 1 GFLOP / 4 ranks / 100 GFLOP/s; a pipeline adds its bubble.
+  for (const LayoutCost& c : all) {
+    const bool pipe = c.name.find("pp=") != std::string::npos;
+    EXPECT_EQ(c.sync_comm_s + c.other_comm_s, 0) << c.name;
+    if (!pipe) {
+      EXPECT_NEAR(c.step_s, 16 * 1e9 / 4 / 100e9, 1e-12) << c.name;
+    } else {
+      EXPECT_GT(c.bubble, 0) << c.name;
+      EXPECT_NEAR(c.step_s, c.compute_s, 1e-12);
+      EXPECT_GT(c.step_s, 16 * 1e9 / 4 / 100e9) << c.name;
+    }
+  }
+  // Ties go to less memory per rank (state and modelled activations).
+  auto bytes = [](const LayoutCost& c) {
+    return c.state_bytes + std::max<int64_t>(c.act_bytes, 0);
+  };
+  for (const LayoutCost& c : all) {
+    if (c.step_s == all.front().step_s) {
+      EXPECT_LE(bytes(all.front()), bytes(c)) << c.name;
+    }
+  }
+  EXPECT_EQ(all.front().name, "tp=2 (1d) sp=2");
+  EXPECT_TRUE(names(all).count("dp=2 tp=2 (1d)"));
+  EXPECT_TRUE(names(all).count("tp=4 (2d)"));
+  EXPECT_TRUE(names(all).count("dp=2 pp=2 (microbatches=2)"));
+}
+
+TEST(LayoutSearch, ASlowLinkFavoursTheLayoutsThatCommunicateLeast) {
+  MachineCost fast, slow;
+  fast.gflops = slow.gflops = 100;
+  fast.link = {1e-6, 1e-10};
+  slow.link = {1e-3, 1e-7};
+  const auto f = search_layouts(kGpt, {}, 2, 1e9, fast, nullptr);
+  const auto s = search_layouts(kGpt, {}, 2, 1e9, slow, nullptr);
+  // Tensor parallelism exchanges activations in every layer; with a slow
+  // link it falls behind data parallelism (whose sync also overlaps the
+  // backward) and the pipeline (one activation per micro-batch).
+  const LayoutCost& tp = find(s, "tp=2 (1d)");
+  const LayoutCost& dp = find(s, "dp=2");
+  EXPECT_GT(tp.other_comm_s, dp.other_comm_s);
+  EXPECT_GT(tp.step_s, dp.step_s);
+  EXPECT_NE(s.front().name, "tp=2 (1d)");
+  // The same layouts cost more on the slow link, never less.
+  for (const LayoutCost& c : s)
+    EXPECT_GE(c.step_s, find(f, c.name).step_s) << c.name;
+}
+
+TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
+  MachineCost m;
+  m.gflops = 100;
+  // Six blocks: the slots of stages 2 and 3 hold less than the model.
+  const std::vector<std::string> six = {
+      "parallel.bucket_mb=0.01", "model.depth=6"};
+  const auto all = search_layouts(kGpt, six, 4, 1e9, m, nullptr);
+  int64_t last = 0;
+  for (int z = 0; z <= 3; ++z) {
+    const LayoutCost& c =
+        find(all, z == 0 ? "dp=4" : "dp=4 zero=" + std::to_string(z));
+    if (z > 0) {
+      EXPECT_LT(c.state_bytes, last) << c.name;
+    }
+    last = c.state_bytes;
+    // The largest rank's state, as rank_memory gives it.
+    std::vector<std::string> l = six;
+    l.push_back("parallel.dp=4");
+    l.push_back("parallel.zero=" + std::to_string(z));
+    const Config cfg = load_config(kGpt, l);
+    int64_t most = 0;
+    for (int r = 0; r < 4; ++r)
+      most = std::max(most, rank_memory(cfg, 0, r).bytes());
+    EXPECT_EQ(c.state_bytes, most) << c.name;
+  }
+  // The GPT on one stage has its activation peak modelled.
+  EXPECT_GT(find(all, "dp=4").act_bytes, 0);
+  EXPECT_EQ(find(all, "dp=2 pp=2 (microbatches=2)").act_bytes, -1);
+}
+
+}  // namespace
+}  // namespace ndt

@@ -140,7 +140,9 @@ std::vector<std::vector<std::string>> layout_candidates(
         }
         const bool sync = dp * sp > 1;  // 2.5d's depth adds below
         for (const auto& mode : tp_modes(tp)) {
-          const bool depth = mode.size() == 3;
+          const bool depth =
+              std::find(mode.begin(), mode.end(), "parallel.tp_mode=2.5d") !=
+              mode.end();
           for (int zero = 0; zero <= (sync || depth ? 3 : 0); ++zero) {
             for (int mb : mbs) {
               std::vector<std::string> l = {
@@ -183,9 +185,15 @@ LayoutCost layout_cost(
     busy = 1 - r.bubble;
   }
   c.compute_s = flops / ranks / (m.gflops * 1e9) / busy;
-  // The gradient sync overlaps the backward (two thirds of the compute);
-  // under ZeRO stage 3 also the forward's gathers.
-  const double window = (p.zero == 3 ? 1.0 : 2.0 / 3.0) * c.compute_s * busy;
+  // The gradient sync overlaps backward (two thirds of the compute): the
+  // step's last micro-batch's only, but under stages 2 and 3 every
+  // micro-batch's (each reduces), and under stage 3 also the forwards
+  // (the gathers).
+  const double busy_s = c.compute_s * busy;
+  const double window = p.zero == 3 ? busy_s
+                        : p.zero == 2
+                            ? 2.0 / 3.0 * busy_s
+                            : 2.0 / 3.0 * busy_s / std::max(p.microbatches, 1);
   const int sync_ranks = grad_sync_ranks(config);
   const double bucket_bytes = p.bucket_mb * (1 << 20);
   c.step_s = -1;

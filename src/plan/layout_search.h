@@ -28,10 +28,11 @@
 //              alpha + bytes beta (a receive is the sender's cost);
 //   step     = compute + comm not hidden. The gradient sync's own volume
 //              (StepComm::grad_sync: buckets, ZeRO's reduces and
-//              gathers) overlaps the backward (stage 3: the whole
-//              compute) and counts beyond it, and at least one bucket's
-//              reduce (it starts when backward ends); stages 1 and 2
-//              broadcast the updated values after the compute, in full.
+//              gathers) overlaps backward (the step's last micro-batch's;
+//              stage 2 every micro-batch's; stage 3 the whole compute)
+//              and counts beyond it, and at least one bucket's reduce (it
+//              starts when backward ends); stages 1 and 2 broadcast the
+//              updated values after the compute, in full.
 //              Every other volume (tensor, sequence and pipeline groups,
 //              norms, the loss) counts in full.
 // The largest over the representative ranks (pipeline stages, ZeRO owners)

@@ -140,6 +140,40 @@ TEST(LayoutSearch, ASlowLinkFavoursTheLayoutsThatCommunicateLeast) {
     EXPECT_GE(c.step_s, find(f, c.name).step_s) << c.name;
 }
 
+// Without ZeRO stage 2 or 3 only the step's last backward communicates,
+// so with accumulation the sync has a shorter backward to hide behind.
+TEST(LayoutSearch, AccumulationShortensTheSyncsWindow) {
+  MachineCost m;
+  m.gflops = 1;
+  m.link = {0, 5e-8};  // 20 MB/s
+  auto cost = [&](int microbatches, int zero) {
+    return layout_cost(
+        load_config(
+            kGpt,
+            {"parallel.dp=2",
+             "parallel.bucket_mb=0.01",
+             "parallel.microbatches=" + std::to_string(microbatches),
+             "parallel.zero=" + std::to_string(zero)}),
+        2e6,  // 16 x 2 MFLOP / 2 ranks / 1 GFLOP/s: 16 ms of compute
+        m);
+  };
+  const LayoutCost one = cost(1, 0), four = cost(4, 0), four2 = cost(4, 2);
+  EXPECT_DOUBLE_EQ(one.compute_s, 0.016);
+  // The sync (a few ms) fits one micro-batch's 10.7 ms of backward but
+  // for its last bucket; with four, 2.7 ms of backward hide less of it.
+  ASSERT_GT(one.sync_comm_s, 0.004);
+  ASSERT_LT(one.sync_comm_s, 0.010);
+  EXPECT_LT(one.step_s, one.compute_s + one.other_comm_s + 0.001);
+  EXPECT_DOUBLE_EQ(four.sync_comm_s, one.sync_comm_s);
+  EXPECT_NEAR(
+      four.step_s,
+      four.compute_s + four.other_comm_s + four.sync_comm_s - 0.016 * 2 / 3 / 4,
+      1e-12);
+  // Stage 2 reduces every micro-batch: more volume, hidden behind all four
+  // backwards.
+  EXPECT_GT(four2.sync_comm_s, 3 * one.sync_comm_s);
+}
+
 TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
   MachineCost m;
   m.gflops = 100;

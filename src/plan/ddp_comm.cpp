@@ -131,16 +131,14 @@ std::vector<std::vector<bool>> zero_updated_params(
   return out;
 }
 
-int64_t zero2_grad_elements(
-    const ModelShape& shape,
-    const std::vector<bool>& held,
-    int64_t bucket_bytes,
-    int ranks,
-    int rank) {
-  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
-  const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
-  const Slots slots =
-      assign_slots(buckets, spans_of(shape, held, buckets), owners, rank);
+namespace {
+
+// Elements of the buckets `rank` owns plus the capacity of its slots.
+int64_t owned_and_slots(
+    const std::vector<Bucket>& buckets,
+    const std::vector<int>& owners,
+    int rank,
+    const Slots& slots) {
   int64_t n = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (owners[b] == rank)
@@ -151,6 +149,23 @@ int64_t zero2_grad_elements(
   return n;
 }
 
+}  // namespace
+
+int64_t zero2_grad_elements(
+    const ModelShape& shape,
+    const std::vector<bool>& held,
+    int64_t bucket_bytes,
+    int ranks,
+    int rank) {
+  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
+  return owned_and_slots(
+      buckets,
+      owners,
+      rank,
+      assign_slots(buckets, spans_of(shape, held, buckets), owners, rank));
+}
+
 int64_t zero3_param_elements(
     const ModelShape& shape,
     const std::vector<bool>& held,
@@ -159,16 +174,12 @@ int64_t zero3_param_elements(
     int rank) {
   const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
-  int64_t n = 0;
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    if (owners[b] == rank)
-      n += buckets[b].numel;
-  }
-  const Slots slots =
-      assign_value_slots(buckets, spans_of(shape, held, buckets), owners, rank);
-  for (int64_t c : slots.capacity)
-    n += c;
-  return n;
+  return owned_and_slots(
+      buckets,
+      owners,
+      rank,
+      assign_value_slots(
+          buckets, spans_of(shape, held, buckets), owners, rank));
 }
 
 CommVolume ddp_startup_comm(

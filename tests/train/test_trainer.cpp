@@ -198,10 +198,11 @@ TEST(TrainLoop, Zero2ReportsTheRanksGradients) {
 TEST(TrainLoop, Zero3ReportsTheRanksParameters) {
   const std::string text = zero_startup_log(3, 6);
   EXPECT_NE(
-      text.find("ndtrain: ZeRO stage 3 over 2 ranks: rank 0 updates 27776 "
-                "of its 55936 parameter elements (optimizer state 0.211914 "
-                "MiB, gradients 0.154785 of 0.213379 MiB, parameters 0.181152 of "
-                "0.213379 MiB)"),
+      text.find(
+          "ndtrain: ZeRO stage 3 over 2 ranks: rank 0 updates 27776 "
+          "of its 55936 parameter elements (optimizer state 0.211914 "
+          "MiB, gradients 0.154785 of 0.213379 MiB, parameters 0.181152 of "
+          "0.213379 MiB)"),
       std::string::npos)
       << text;
 }

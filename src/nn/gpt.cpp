@@ -3,6 +3,7 @@
 // Declared in nn/model.h.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "base/check.h"
 #include "nn/model.h"
@@ -11,11 +12,13 @@
 
 namespace ndt {
 
-std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
+std::unique_ptr<Model> build_gpt(
+    const GptOptions& o, Builder& b, KeepModule keep) {
   NDT_ASSERT(o.dim % o.heads == 0);
-  auto m = std::make_unique<Model>();
+  auto m = std::make_unique<Model>(std::move(keep));
   m->kind = "gpt";
-  m->embed = b.token_embedding("embed", o.vocab, o.seq_len, o.dim, o.init_std);
+  m->add_embed(
+      b.token_embedding("embed", o.vocab, o.seq_len, o.dim, o.init_std));
   for (int i = 0; i < o.depth; ++i) {
     TransformerBlockOptions t;
     t.name = "blocks." + std::to_string(i);
@@ -26,14 +29,14 @@ std::unique_ptr<Model> build_gpt(const GptOptions& o, Builder& b) {
     t.dropout = o.dropout;
     t.init_std = o.init_std;
     t.proj_init_std = o.init_std / std::sqrt(2.0f * o.depth);
-    m->blocks.push_back(std::make_unique<TransformerBlock>(t, b));
+    m->add_block(std::make_unique<TransformerBlock>(t, b));
   }
   m->sample_shapes.assign(1 + o.depth, Shape{o.seq_len, o.dim});
   LmHeadOptions h;
   h.dim = o.dim;
   h.vocab = o.vocab;
   h.init_std = o.init_std;
-  m->head = b.lm_head(h);
+  m->add_head(b.lm_head(h));
   m->loss_terms_per_sample = o.seq_len;
   // Causal attention: the score work its kernel does (about half of T^2).
   const double keys =

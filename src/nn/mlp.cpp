@@ -2,22 +2,24 @@
 // hidden width, a classifier head. Declared in nn/model.h.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "nn/embedding.h"
 #include "nn/model.h"
 
 namespace ndt {
 
-std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
-  auto m = std::make_unique<Model>();
+std::unique_ptr<Model> build_mlp(
+    const MlpOptions& o, Builder& b, KeepModule keep) {
+  auto m = std::make_unique<Model>(std::move(keep));
   m->kind = "mlp";
-  m->embed = std::make_unique<Flatten>();
+  m->add_embed(std::make_unique<Flatten>());
   int in = o.inputs;
   m->sample_shapes.push_back({in});
   double flops = 0;
   for (size_t i = 0; i < o.hidden.size(); ++i) {
     std::string name = "layers." + std::to_string(i);
-    m->blocks.push_back(b.linear(
+    m->add_block(b.linear(
         name,
         in,
         o.hidden[i],
@@ -27,7 +29,7 @@ std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
         1.0f / std::sqrt(float(in))));
     m->sample_shapes.push_back({o.hidden[i]});
     if (o.dropout > 0) {
-      m->blocks.push_back(b.dropout(name + ".drop", o.dropout));
+      m->add_block(b.dropout(name + ".drop", o.dropout));
       m->sample_shapes.push_back({o.hidden[i]});
     }
     // Forward, weight gradient and input gradient (2 FLOPs per
@@ -42,7 +44,7 @@ std::unique_ptr<Model> build_mlp(const MlpOptions& o, Builder& b) {
   h.layernorm = false;
   h.pool = HeadPool::kNone;
   h.init_std = 1.0f / std::sqrt(float(in));
-  m->head = b.classifier_head(h);
+  m->add_head(b.classifier_head(h));
   flops += 6.0 * in * o.classes;
   m->flops_per_sample = flops;
   return m;

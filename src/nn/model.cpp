@@ -1,5 +1,7 @@
 #include "nn/model.h"
 
+#include <utility>
+
 #include "base/check.h"
 #include "ops/ops.h"
 
@@ -47,17 +49,47 @@ Module& Model::module(int m) {
   return m == 0 ? *embed : *blocks[m - 1];
 }
 
-void Model::keep_modules(const std::vector<bool>& keep) {
-  NDT_ASSERT(static_cast<int>(keep.size()) == num_modules());
-  if (!keep.front())
-    embed.reset();
-  if (!keep.back())
-    head.reset();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (!keep[1 + i])
-      blocks[i].reset();
-  }
+bool Model::describe(int m, std::vector<Parameter*> params) {
+  NDT_ASSERT(
+      static_cast<int>(described_.size()) == m,
+      "module ",
+      m,
+      " added out of order");
+  std::vector<ParamDesc> d;
+  for (Parameter* p : params)
+    d.push_back({p->name, p->layout.global_shape, p->value.numel()});
+  described_.push_back(std::move(d));
   params_.clear();
+  return !keep_ || keep_(m);
+}
+
+void Model::add_embed(std::unique_ptr<Module> m) {
+  NDT_ASSERT(described_.empty(), "the input layer is added first");
+  if (describe(0, m->parameters()))
+    embed = std::move(m);
+}
+
+void Model::add_block(std::unique_ptr<Module> m) {
+  if (describe(1 + static_cast<int>(blocks.size()), m->parameters()))
+    blocks.push_back(std::move(m));
+  else
+    blocks.push_back(nullptr);
+}
+
+void Model::add_head(std::unique_ptr<LossHead> h) {
+  std::vector<Parameter*> params;
+  h->collect_parameters(params);
+  if (describe(num_modules() - 1, params))
+    head = std::move(h);
+}
+
+const std::vector<ParamDesc>& Model::described(int m) const {
+  NDT_ASSERT(
+      m >= 0 && m < static_cast<int>(described_.size()),
+      "module ",
+      m,
+      " was not built");
+  return described_[m];
 }
 
 int64_t Model::num_parameters() {

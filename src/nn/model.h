@@ -3,8 +3,9 @@
 // Modules are numbered 0 = input layer, 1 + i = block i, num_modules() - 1
 // = head; the Context of a forward has child(m) for module m. Pipeline
 // stages run contiguous module ranges (forward_range / backward_range) of
-// the same Model object, and drop the modules they do not hold
-// (keep_modules), so one model definition serves every schedule.
+// the same model definition: a build keeps only the modules its KeepModule
+// accepts and frees each other one as soon as it is built, so a pipeline
+// rank never holds more than its own modules and the one being built.
 // build_mlp / build_vit / build_gpt make the three models of ndtrain from
 // their options through a Builder (nn/builder.h); each is defined in its
 // own file (nn/mlp.cpp, nn/vit.cpp, nn/gpt.cpp).
@@ -21,8 +22,20 @@
 
 namespace ndt {
 
+// Which modules a build keeps (module numbers as above); null keeps all.
+using KeepModule = std::function<bool(int m)>;
+
+// A parameter as a build made it, whether its module was kept or not.
+struct ParamDesc {
+  std::string name;
+  Shape global_shape;
+  int64_t numel = 0;  // this rank's elements (its shard in tensor parallelism)
+};
+
 class Model {
  public:
+  explicit Model(KeepModule keep = nullptr) : keep_(std::move(keep)) {}
+
   std::string kind;  // "mlp", "vit", "gpt"
   std::unique_ptr<Module> embed;
   std::vector<std::unique_ptr<Module>> blocks;
@@ -50,8 +63,17 @@ class Model {
   // communication advance.
   std::function<void()> on_comm_poll;
 
+  // The build adds the input layer, then each block in order, then the
+  // head. A module the KeepModule refuses is described (described()) and
+  // freed at once; its slot stays null (has_module() is false).
+  void add_embed(std::unique_ptr<Module> m);
+  void add_block(std::unique_ptr<Module> m);
+  void add_head(std::unique_ptr<LossHead> h);
+  // The parameters of module m as built, kept or not.
+  const std::vector<ParamDesc>& described(int m) const;
+
   // All parameters in a fixed order: input layer, blocks, head (only the
-  // modules kept, see keep_modules).
+  // modules kept).
   std::vector<Parameter*> parameters();
   int num_modules() const {
     return static_cast<int>(blocks.size()) + 2;
@@ -93,9 +115,6 @@ class Model {
   // and on_backward_done(m) after each module.
   Tensor backward_range(
       int first, int last, const Tensor& dy, Context& ctx, float scale);
-  // Frees the modules m with keep[m] false (a pipeline rank holds only its
-  // stages); their parameters disappear from parameters().
-  void keep_modules(const std::vector<bool>& keep);
   bool has_module(int m) const;
 
   // Forward only (evaluation); nothing is kept for backward.
@@ -107,6 +126,11 @@ class Model {
 
  private:
   Module& module(int m);
+  // Records module m's parameters; true when the build keeps it.
+  bool describe(int m, std::vector<Parameter*> params);
+
+  KeepModule keep_;
+  std::vector<std::vector<ParamDesc>> described_;  // per module
   std::vector<Parameter*> params_;
 };
 
@@ -143,9 +167,13 @@ struct GptOptions {
   float init_std = 0.02f;
 };
 
-std::unique_ptr<Model> build_mlp(const MlpOptions& options, Builder& builder);
-std::unique_ptr<Model> build_vit(const VitOptions& options, Builder& builder);
-std::unique_ptr<Model> build_gpt(const GptOptions& options, Builder& builder);
+// keep: the modules this rank holds (null: all).
+std::unique_ptr<Model> build_mlp(
+    const MlpOptions& options, Builder& builder, KeepModule keep = nullptr);
+std::unique_ptr<Model> build_vit(
+    const VitOptions& options, Builder& builder, KeepModule keep = nullptr);
+std::unique_ptr<Model> build_gpt(
+    const GptOptions& options, Builder& builder, KeepModule keep = nullptr);
 
 namespace detail {
 

@@ -2,6 +2,7 @@
 // a classifier head on the class token (or the token mean). Declared in
 // nn/model.h.
 #include <string>
+#include <utility>
 
 #include "base/check.h"
 #include "nn/model.h"
@@ -9,9 +10,10 @@
 
 namespace ndt {
 
-std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
+std::unique_ptr<Model> build_vit(
+    const VitOptions& o, Builder& b, KeepModule keep) {
   NDT_ASSERT(o.image_size % o.patch == 0 && o.dim % o.heads == 0);
-  auto m = std::make_unique<Model>();
+  auto m = std::make_unique<Model>(std::move(keep));
   m->kind = "vit";
   PatchEmbeddingOptions pe;
   pe.image_size = o.image_size;
@@ -22,7 +24,7 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
   pe.init_std = o.init_std;
   const int NP = (o.image_size / o.patch) * (o.image_size / o.patch);
   const int T = NP + (pe.cls_token ? 1 : 0);
-  m->embed = b.patch_embedding(pe);
+  m->add_embed(b.patch_embedding(pe));
   for (int i = 0; i < o.depth; ++i) {
     TransformerBlockOptions t;
     t.name = "blocks." + std::to_string(i);
@@ -33,7 +35,7 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
     t.dropout = o.dropout;
     t.init_std = o.init_std;
     t.proj_init_std = o.init_std;
-    m->blocks.push_back(std::make_unique<TransformerBlock>(t, b));
+    m->add_block(std::make_unique<TransformerBlock>(t, b));
   }
   m->sample_shapes.assign(1 + o.depth, Shape{T, o.dim});
   ClassifierHeadOptions h;
@@ -42,7 +44,7 @@ std::unique_ptr<Model> build_vit(const VitOptions& o, Builder& b) {
   h.layernorm = true;
   h.pool = o.pool;
   h.init_std = o.init_std;
-  m->head = b.classifier_head(h);
+  m->add_head(b.classifier_head(h));
   // The patch embedding's input (the pixels) needs no gradient, so its
   // matmul is done twice (forward, weight gradient), not three times.
   double K = double(o.channels) * o.patch * o.patch;

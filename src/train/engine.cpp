@@ -20,10 +20,10 @@ namespace {
 // first-touch allocations) when the run has more than one.
 constexpr int64_t kTraceSteps = 10;
 
-int64_t numel_of(const std::vector<Parameter*>& ps) {
+int64_t numel_of(const std::vector<ParamDesc>& ps) {
   int64_t n = 0;
-  for (Parameter* p : ps)
-    n += p->value.numel();
+  for (const ParamDesc& p : ps)
+    n += p.numel;
   return n;
 }
 
@@ -96,16 +96,26 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   sp_ = p.sp;
   builder_ = sp_ > 1 ? make_sequence_parallel_builder(config, mesh)
                      : mode_->make_builder(mesh);
+  // A first build that keeps no module describes them all (each is freed
+  // as soon as it is built); the replicas then build only this rank's.
+  const std::unique_ptr<Model> described =
+      make_model(config.model, *builder_, [](int) { return false; });
+  for (int m = 0; m < described->num_modules(); ++m) {
+    for (const ParamDesc& d : described->described(m))
+      all_params_.push_back({d.name, d.global_shape, 0});
+  }
+  const std::vector<bool> keep = partition_pipeline(*described);
   const int n_replicas = threads_ ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {
-    replicas_.push_back(make_model(config.model, *builder_));
+    replicas_.push_back(make_model(
+        config.model, *builder_, [&keep](int m) { return keep[m]; }));
     replicas_.back()->init(config.train.seed);
   }
-  if (NDT_FAULT(kParamRenamed) && (dp_ > 1 || p.pp > 1 || p.tp > 1))
-    replicas_[0]->parameters().back()->name += ".renamed";
-  for (Parameter* q : replicas_[0]->parameters())
-    all_params_.push_back({q->name, q->layout.global_shape, 0});
-  partition_pipeline();
+  if (NDT_FAULT(kParamRenamed) && (dp_ > 1 || p.pp > 1 || p.tp > 1)) {
+    all_params_.back().name += ".renamed";
+    if (keep.back())
+      replicas_[0]->parameters().back()->name += ".renamed";
+  }
   for (Parameter* q : replicas_[0]->parameters()) {
     if (!q->layout.placements.empty()) {
       sum_axes_ =
@@ -213,49 +223,50 @@ Tensor Engine::my_tokens(const Tensor& t) const {
 }
 
 // Cuts the model into P x V virtual stages (one stage without a
-// pipeline), records which pipeline rank holds each parameter, drops the
-// modules this rank does not hold, and makes the step's schedule: the
-// configured one, or the naive one-stage schedule over the micro-batches.
-void Engine::partition_pipeline() {
+// pipeline) from its description, records which pipeline rank holds each
+// parameter, and makes the step's schedule: the configured one, or the
+// naive one-stage schedule over the micro-batches. Returns the modules
+// this rank holds.
+std::vector<bool> Engine::partition_pipeline(const Model& described) {
   const ParallelConfig& p = config_.parallel;
-  Model& model = *replicas_[0];
+  const int modules = described.num_modules();
   const int P = p.pp;
   if (P == 1) {
-    chunks_ = {{0, model.num_modules() - 1}};
+    chunks_ = {{0, modules - 1}};
     pipe_ = make_schedule(PipeSchedule::kNaive, 1, p.microbatches, 1);
-    return;
+    return std::vector<bool>(modules, true);
   }
   const int V = p.pp_chunks;
   if (!p.pp_split.empty()) {
     stage_blocks_ = p.pp_split;
   } else {
     std::vector<int64_t> cost;
-    for (size_t i = 0; i < model.blocks.size(); ++i)
-      cost.push_back(numel_of(model.module_parameters(1 + int(i))));
+    for (int m = 1; m < modules - 1; ++m)
+      cost.push_back(numel_of(described.described(m)));
     stage_blocks_ = partition_blocks(
         cost,
         P * V,
-        numel_of(model.module_parameters(0)),
-        numel_of(model.module_parameters(model.num_modules() - 1)));
+        numel_of(described.described(0)),
+        numel_of(described.described(modules - 1)));
   }
   std::map<std::string, ParamInfo*> by_name;
   for (ParamInfo& info : all_params_)
     by_name[info.name] = &info;
   const int me = mesh_.coord("pp");
-  std::vector<bool> keep(model.num_modules(), false);
+  std::vector<bool> keep(modules, false);
   for (int q = 0; q < P; ++q) {
     for (const ModuleRange& c : chunk_modules(stage_blocks_, P, q)) {
       for (int m = c.first; m <= c.last; ++m) {
-        for (Parameter* x : model.module_parameters(m))
-          by_name.at(x->name)->pp_rank = q;
+        for (const ParamDesc& d : described.described(m))
+          by_name.at(d.name)->pp_rank = q;
         if (q == me)
           keep[m] = true;
       }
     }
   }
-  model.keep_modules(keep);
   chunks_ = chunk_modules(stage_blocks_, P, me);
   pipe_ = make_schedule(p.schedule, P, p.microbatches, V);
+  return keep;
 }
 
 Engine::~Engine() = default;

@@ -139,7 +139,7 @@ class Engine {
   }
 
  private:
-  void partition_pipeline();
+  std::vector<bool> partition_pipeline(const Model& described);
   void optimizer_step();
   // This rank's share [first, end) of the evaluation set.
   std::pair<int64_t, int64_t> eval_range() const;

@@ -1,6 +1,7 @@
 #include "train/factory.h"
 
 #include <cmath>
+#include <utility>
 
 #include "base/check.h"
 #include "io/model_options.h"
@@ -11,14 +12,15 @@
 
 namespace ndt {
 
-std::unique_ptr<Model> make_model(const ModelConfig& c, Builder& builder) {
+std::unique_ptr<Model> make_model(
+    const ModelConfig& c, Builder& builder, KeepModule keep) {
   switch (c.kind) {
     case ModelKind::kMlp:
-      return build_mlp(mlp_options(c), builder);
+      return build_mlp(mlp_options(c), builder, std::move(keep));
     case ModelKind::kVit:
-      return build_vit(vit_options(c), builder);
+      return build_vit(vit_options(c), builder, std::move(keep));
     case ModelKind::kGpt:
-      return build_gpt(gpt_options(c), builder);
+      return build_gpt(gpt_options(c), builder, std::move(keep));
   }
   return nullptr;
 }

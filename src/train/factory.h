@@ -13,7 +13,9 @@
 
 namespace ndt {
 
-std::unique_ptr<Model> make_model(const ModelConfig& config, Builder& builder);
+// keep: the modules this rank holds (null: all; see Model).
+std::unique_ptr<Model> make_model(
+    const ModelConfig& config, Builder& builder, KeepModule keep = nullptr);
 // axis_sum: sums over mesh axes for the per-tensor norms of LARS and LAMB
 // when parameters are sharded (null: serial layouts).
 std::unique_ptr<Optimizer> make_optimizer(

@@ -1,5 +1,5 @@
 // Model::forward_range / backward_range, activation checkpointing and
-// keep_modules: the pieces a pipeline stage runs.
+// builds that keep some modules: the pieces a pipeline stage runs.
 //
 // Every comparison here is exact (EXPECT_EQ on the loss, max_abs_diff == 0
 // on tensors): a split run calls the same kernels on the same tensors in
@@ -10,10 +10,12 @@
 // saved tensors are the same bits as the first time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/model.h"
@@ -34,7 +36,8 @@ constexpr float kScale = 0.05f;
 // A model with its batch.
 struct Case {
   std::string name;
-  std::function<std::unique_ptr<Model>()> build;
+  // keep: the modules the build keeps (null: all).
+  std::function<std::unique_ptr<Model>(KeepModule keep)> build;
   Tensor input;
   Tensor targets;
 };
@@ -44,7 +47,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   out.push_back(
       {"gpt",
-       [] {
+       [](KeepModule keep) {
          SerialBuilder b;
          GptOptions o;
          o.vocab = 11;
@@ -55,13 +58,13 @@ std::vector<Case> cases() {
          o.mlp_dim = 32;
          o.dropout = 0.1f;
          o.init_std = 0.1f;
-         return build_gpt(o, b);
+         return build_gpt(o, b, std::move(keep));
        },
        test::int_tensor({4, 8}, 11, 3, 1),
        test::int_tensor({4, 8}, 11, 5, 2)});
   out.push_back(
       {"vit",
-       [] {
+       [](KeepModule keep) {
          SerialBuilder b;
          VitOptions o;
          o.image_size = 8;
@@ -74,20 +77,20 @@ std::vector<Case> cases() {
          o.classes = 3;
          o.dropout = 0.1f;
          o.init_std = 0.1f;
-         return build_vit(o, b);
+         return build_vit(o, b, std::move(keep));
        },
        randn({4, 1, 8, 8}, 1, "img"),
        test::int_tensor({4}, 3, 2, 1)});
   out.push_back(
       {"mlp",
-       [] {
+       [](KeepModule keep) {
          SerialBuilder b;
          MlpOptions o;
          o.inputs = 2 * 4 * 4;
          o.hidden = {16, 12};
          o.classes = 5;
          o.dropout = 0.1f;  // blocks: linear, dropout, linear, dropout
-         return build_mlp(o, b);
+         return build_mlp(o, b, std::move(keep));
        },
        randn({4, 2, 4, 4}, 2, "img"),
        test::int_tensor({4}, 5, 3, 1)});
@@ -126,7 +129,7 @@ int64_t act_bytes() {
 TEST(ModelRange, SplitAtEveryCutMatchesWholeModel) {
   for (Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto model = c.build();
+    auto model = c.build(nullptr);
     model->init(kSeed);
     const int head = model->num_modules() - 1;
 
@@ -192,7 +195,7 @@ TEST(ModelRange, SplitAtEveryCutMatchesWholeModel) {
 }
 
 TEST(ModelRange, BackwardDoneReportsEachModuleInReverse) {
-  auto model = cases()[0].build();
+  auto model = cases()[0].build(nullptr);
   model->init(kSeed);
   std::vector<int> done;
   model->on_backward_done = [&](int m) { done.push_back(m); };
@@ -216,7 +219,7 @@ TEST(ModelRange, BackwardDoneReportsEachModuleInReverse) {
 // set.
 TEST(ModelRange, HooksAndPollsBetweenTheLayersOfEachBlock) {
   const Case c = cases()[0];  // gpt: embedding, 3 blocks, head
-  auto model = c.build();
+  auto model = c.build(nullptr);
   model->init(kSeed);
   constexpr int kPoll = -1;
   constexpr int kForward = 100;  // + m: module m's forward begins
@@ -257,7 +260,7 @@ TEST(ModelRange, HooksAndPollsBetweenTheLayersOfEachBlock) {
 TEST(ModelRange, RecomputeIsExactAndHoldsFewerActivations) {
   for (Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto model = c.build();
+    auto model = c.build(nullptr);
     model->init(kSeed);
     const int head = model->num_modules() - 1;
 
@@ -304,7 +307,7 @@ TEST(ModelRange, RecomputeIsExactAndHoldsFewerActivations) {
 
 TEST(ModelRange, RecomputeIsOffInEvaluation) {
   // forward_range in eval mode keeps nothing to recompute.
-  auto model = cases()[0].build();
+  auto model = cases()[0].build(nullptr);
   model->init(kSeed);
   const Case c = cases()[0];
   Context ctx;
@@ -322,34 +325,86 @@ TEST(ModelRange, RecomputeIsOffInEvaluation) {
   EXPECT_EQ(stats.loss_sum, eval.loss_sum);
 }
 
-TEST(ModelRange, KeepModulesDropsParameters) {
+int64_t param_bytes() {
+  return memory_stats().current_bytes[static_cast<int>(MemTag::kParams)];
+}
+
+// The parameter bytes of each module of `c`'s model: a build that keeps
+// only that module.
+std::vector<int64_t> module_param_bytes(const Case& c, int modules) {
+  std::vector<int64_t> out;
+  for (int k = 0; k < modules; ++k) {
+    const int64_t before = param_bytes();
+    auto m = c.build([k](int x) { return x == k; });
+    out.push_back(param_bytes() - before);
+  }
+  return out;
+}
+
+TEST(ModelRange, BuildKeepsOnlyItsModules) {
   const Case c = cases()[0];  // gpt, depth 3: modules 0..4
-  auto full = c.build();
+  int64_t before = param_bytes();
+  auto full = c.build(nullptr);
   full->init(kSeed);
-  auto model = c.build();
-  model->init(kSeed);
-  const int n = model->num_modules();
+  const int64_t total = param_bytes() - before;
+  const int n = full->num_modules();
   ASSERT_EQ(n, 5);
-  // parameters() caches its list; keep_modules must drop the cache.
-  const size_t all = model->parameters().size();
-  std::vector<bool> keep = {false, true, false, true, false};
-  model->keep_modules(keep);
+  const std::vector<int64_t> bytes = module_param_bytes(c, n);
+  int64_t sum = 0;
+  for (int64_t b : bytes)
+    sum += b;
+  ASSERT_EQ(sum, total);
+
+  const std::vector<bool> keep = {false, true, false, true, false};
+  before = param_bytes();
+  memory_reset_peaks();
+  auto model = c.build([&keep](int m) { return keep[m]; });
+  model->init(kSeed);
+  // The build holds the kept modules and at most the one being built: its
+  // peak is the largest of (modules kept before m) + module m.
+  int64_t held = 0;
+  int64_t peak = 0;
+  for (int m = 0; m < n; ++m) {
+    peak = std::max(peak, held + bytes[m]);
+    if (keep[m])
+      held += bytes[m];
+  }
+  EXPECT_EQ(param_bytes() - before, held);
+  EXPECT_EQ(
+      memory_stats().peak_bytes[static_cast<int>(MemTag::kParams)] - before,
+      peak);
+  EXPECT_LT(peak, total);
+
   size_t expected = 0;
   for (int m = 0; m < n; ++m) {
     EXPECT_EQ(model->has_module(m), keep[m]) << m;
+    // Every module is described as built, kept or not.
+    const std::vector<Parameter*> want = full->module_parameters(m);
+    const std::vector<ParamDesc>& got = model->described(m);
+    ASSERT_EQ(got.size(), want.size()) << m;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].name, want[i]->name);
+      EXPECT_EQ(got[i].global_shape, want[i]->layout.global_shape);
+      EXPECT_EQ(got[i].numel, want[i]->value.numel());
+    }
     if (keep[m]) {
-      expected += full->module_parameters(m).size();
+      expected += want.size();
     } else {
       EXPECT_TRUE(model->module_parameters(m).empty()) << m;
     }
   }
   auto params = model->parameters();
-  EXPECT_LT(params.size(), all);
   EXPECT_EQ(params.size(), expected);
   for (Parameter* p : params) {
-    const bool held = p->name.rfind("blocks.0.", 0) == 0 ||
+    const bool mine = p->name.rfind("blocks.0.", 0) == 0 ||
                       p->name.rfind("blocks.2.", 0) == 0;
-    EXPECT_TRUE(held) << p->name;
+    EXPECT_TRUE(mine) << p->name;
+    // The same values as the whole model's (init is keyed by name).
+    for (Parameter* q : full->parameters()) {
+      if (q->name == p->name) {
+        EXPECT_EQ(max_abs_diff(p->value, q->value), 0.0) << p->name;
+      }
+    }
   }
 }
 
@@ -358,7 +413,7 @@ TEST(ModelRange, PrunedReplicasReproduceWholeModel) {
   // two pipeline ranks do: same init (keyed by name), same loss and
   // gradients as the whole model, exactly.
   const Case c = cases()[0];
-  auto full = c.build();
+  auto full = c.build(nullptr);
   full->init(kSeed);
   full->zero_grad();
   Context ctx;
@@ -367,10 +422,8 @@ TEST(ModelRange, PrunedReplicasReproduceWholeModel) {
   full->forward_backward(c.input, c.targets, ctx, kScale, want);
   const auto want_grads = grads_of(*full);
 
-  auto first = c.build();
-  auto second = c.build();
-  first->keep_modules({true, true, true, false, false});
-  second->keep_modules({false, false, false, true, true});
+  auto first = c.build([](int m) { return m <= 2; });
+  auto second = c.build([](int m) { return m >= 3; });
   first->init(kSeed);
   second->init(kSeed);
   Context a, b;

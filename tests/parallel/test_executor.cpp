@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/local_process_group.h"
@@ -60,16 +61,17 @@ GptOptions gpt_options() {
 // A model (built and initialised from kSeed on every call) with one step's
 // batch of kBatch rows.
 struct Workload {
-  std::function<std::unique_ptr<Model>()> build;
+  // keep: the modules the build keeps (null: all).
+  std::function<std::unique_ptr<Model>(KeepModule keep)> build;
   Tensor input;
   Tensor targets;
 };
 
 Workload gpt_workload() {
   Workload w;
-  w.build = [] {
+  w.build = [](KeepModule keep) {
     SerialBuilder b;
-    auto m = build_gpt(gpt_options(), b);
+    auto m = build_gpt(gpt_options(), b, std::move(keep));
     m->init(kSeed);
     return m;
   };
@@ -81,7 +83,7 @@ Workload gpt_workload() {
 // Per-sample labels and a float input; 4 blocks.
 Workload vit_workload() {
   Workload w;
-  w.build = [] {
+  w.build = [](KeepModule keep) {
     SerialBuilder b;
     VitOptions o;
     o.image_size = 8;
@@ -94,7 +96,7 @@ Workload vit_workload() {
     o.classes = 3;
     o.dropout = 0.1f;
     o.init_std = 0.1f;
-    auto m = build_vit(o, b);
+    auto m = build_vit(o, b, std::move(keep));
     m->init(kSeed);
     return m;
   };
@@ -107,20 +109,31 @@ Workload vit_workload() {
 // per hidden layer), so a stage may start at a dropout.
 Workload mlp_workload() {
   Workload w;
-  w.build = [] {
+  w.build = [](KeepModule keep) {
     SerialBuilder b;
     MlpOptions o;
     o.inputs = 2 * 4 * 4;
     o.hidden = {16, 16, 12};
     o.classes = 5;
     o.dropout = 0.1f;
-    auto m = build_mlp(o, b);
+    auto m = build_mlp(o, b, std::move(keep));
     m->init(kSeed);
     return m;
   };
   w.input = test::randn({kBatch, 2, 4, 4}, 2, "img");
   w.targets = test::int_tensor({kBatch}, 5, 3, 1);
   return w;
+}
+
+// The modules of a pipeline rank's chunks.
+KeepModule held_by(const std::vector<ModuleRange>& chunks) {
+  return [chunks](int m) {
+    for (const ModuleRange& r : chunks) {
+      if (m >= r.first && m <= r.last)
+        return true;
+    }
+    return false;
+  };
 }
 
 // Rows [first, first + n) of a batch tensor (dim 0), sharing storage.
@@ -172,7 +185,7 @@ struct Serial {
 };
 
 Serial serial_step(const Workload& work, int M, int64_t step = kStep) {
-  auto model = work.build();
+  auto model = work.build(nullptr);
   model->zero_grad();
   Serial out;
   const int64_t mbs = kBatch / M;
@@ -224,21 +237,15 @@ std::vector<RankResult> pipeline_step(
   const int stages = P * c.chunks;
   std::vector<int> stage_blocks;
   {
-    auto full = work.build();
+    auto full = work.build(nullptr);
     stage_blocks = split_of(*full, stages);
   }
   std::vector<RankResult> results(P);
   run_local(P, [&](ProcessGroup& pg) {
     const int rank = pg.rank();
     RankResult& res = results[rank];
-    auto model = work.build();
     const auto chunks = chunk_modules(stage_blocks, P, rank);
-    std::vector<bool> keep(model->num_modules(), false);
-    for (const ModuleRange& r : chunks) {
-      for (int m = r.first; m <= r.last; ++m)
-        keep[m] = true;
-    }
-    model->keep_modules(keep);
+    auto model = work.build(held_by(chunks));
     Tracer tracer(0, 0);
     PipelineExecutor executor(
         *model,
@@ -328,7 +335,8 @@ TEST(PipelineExecutor, VitAndMlpMatchSerialGradients) {
          {PipeCase{PipeSchedule::kOneFOneB, 1},
           PipeCase{PipeSchedule::kInterleaved, 2}}) {
       for (bool recompute : {false, true}) {
-        SCOPED_TRACE(work.build()->kind + " " + case_name(c, 2, 3, recompute));
+        SCOPED_TRACE(
+            work.build(nullptr)->kind + " " + case_name(c, 2, 3, recompute));
         expect_matches_serial(
             pipeline_step(work, serial, c, 2, 3, recompute), serial);
       }
@@ -347,7 +355,7 @@ TEST(PipelineExecutor, ConsecutiveStepsReuseNoState) {
   const Schedule schedule = make_schedule(PipeSchedule::kInterleaved, P, M, V);
   std::vector<int> stage_blocks;
   {
-    auto full = work.build();
+    auto full = work.build(nullptr);
     stage_blocks = split_of(*full, P * V);
   }
   std::vector<RankResult> results[2];
@@ -355,14 +363,8 @@ TEST(PipelineExecutor, ConsecutiveStepsReuseNoState) {
   results[1].resize(P);
   run_local(P, [&](ProcessGroup& pg) {
     const int rank = pg.rank();
-    auto model = work.build();
     const auto chunks = chunk_modules(stage_blocks, P, rank);
-    std::vector<bool> keep(model->num_modules(), false);
-    for (const ModuleRange& r : chunks) {
-      for (int m = r.first; m <= r.last; ++m)
-        keep[m] = true;
-    }
-    model->keep_modules(keep);
+    auto model = work.build(held_by(chunks));
     Tracer tracer(0, 0);
     int calls = 0;
     PipelineExecutor executor(
@@ -407,7 +409,7 @@ TEST(PipelineExecutor, ForwardEvalMatchesSerial) {
   const Workload work = gpt_workload();
   LossStats want;
   {
-    auto model = work.build();
+    auto model = work.build(nullptr);
     Context ctx;
     ctx.run.seed = kSeed;
     ctx.run.step = kStep;
@@ -419,19 +421,13 @@ TEST(PipelineExecutor, ForwardEvalMatchesSerial) {
     SCOPED_TRACE("V=" + std::to_string(V));
     std::vector<int> stage_blocks;
     {
-      auto full = work.build();
+      auto full = work.build(nullptr);
       stage_blocks = split_of(*full, P * V);
     }
     std::vector<LossStats> stats(P);
     run_local(P, [&](ProcessGroup& pg) {
-      auto model = work.build();
       const auto chunks = chunk_modules(stage_blocks, P, pg.rank());
-      std::vector<bool> keep(model->num_modules(), false);
-      for (const ModuleRange& r : chunks) {
-        for (int m = r.first; m <= r.last; ++m)
-          keep[m] = true;
-      }
-      model->keep_modules(keep);
+      auto model = work.build(held_by(chunks));
       Tracer tracer(0, 0);
       PipelineExecutor executor(
           *model,

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "base/check.h"
@@ -90,23 +91,6 @@ void remove_stale_temps(const std::string& root) {
     if (!alive || pid == static_cast<long>(::getpid()))
       remove_quietly(entry.path().string());
   }
-}
-
-struct FileSum {
-  uint64_t bytes = 0;
-  uint32_t crc32 = 0;
-};
-
-// Writes `tensors` to `path`; errors name `final_path`, where the file
-// will be once its directory is renamed.
-FileSum write_tensor_file(
-    const std::string& path,
-    const std::string& final_path,
-    const std::vector<NamedTensor>& tensors) {
-  FileWriter out(path);
-  write_safetensors_to(out, final_path, tensors, {});
-  out.sync_and_close();
-  return {out.bytes(), out.crc32()};
 }
 
 // zlib crc32 of a whole file, read in 1 MiB chunks.
@@ -217,8 +201,12 @@ void verify_file(
 
 }  // namespace
 
-std::string save_checkpoint(
-    const std::string& root, int64_t step, const Checkpoint& ckpt) {
+CheckpointWriter::CheckpointWriter(
+    const std::string& root,
+    int64_t step,
+    std::vector<TensorSpec> model,
+    std::vector<TensorSpec> optimizer)
+    : step_(step) {
   NDT_CHECK(
       step >= 0,
       CheckpointError,
@@ -227,15 +215,6 @@ std::string save_checkpoint(
       ": step ",
       step,
       " is negative");
-  json manifest = ckpt.manifest.is_null() ? json::object() : ckpt.manifest;
-  NDT_CHECK(
-      manifest.is_object(),
-      CheckpointError,
-      "cannot save checkpoint under ",
-      root,
-      ": manifest must be a JSON object, got ",
-      manifest.type_name());
-
   std::error_code ec;
   fs::create_directories(root, ec);
   NDT_CHECK(
@@ -245,49 +224,128 @@ std::string save_checkpoint(
       root,
       ": ",
       ec.message());
-  std::string final_dir = join(root, detail::str_cat(kStepPrefix, step));
+  final_dir_ = join(root, detail::str_cat(kStepPrefix, step));
   // Hidden and not named step-<N>: list_checkpoints() never reports it.
-  std::string tmp_dir = temp_path_for(final_dir);
+  tmp_dir_ = temp_path_for(final_dir_);
   // Ours from earlier (a dead process with our pid, or a failed save) and
   // those of dead processes are stale.
   remove_stale_temps(root);
-  remove_quietly(tmp_dir);
-  fs::create_directory(tmp_dir, ec);
+  remove_quietly(tmp_dir_);
+  fs::create_directory(tmp_dir_, ec);
   NDT_CHECK(
       !ec,
       Error,
       "cannot create temp checkpoint directory ",
-      tmp_dir,
+      tmp_dir_,
       ": ",
       ec.message());
-
   try {
-    json files = json::object();
-    for (const auto& [name, tensors] :
-         {std::pair{kModelFile, &ckpt.model},
-          std::pair{kOptimizerFile, &ckpt.optimizer}}) {
-      FileSum sum = write_tensor_file(
-          join(tmp_dir, name), join(final_dir, name), *tensors);
-      files[name] = {{"bytes", sum.bytes}, {"crc32", sum.crc32}};
-    }
-    manifest["format"] = kCheckpointFormat;
-    manifest["step"] = step;
-    manifest["files"] = files;
-    // The manifest is written last: a directory holding one is complete.
-    std::string text = manifest.dump(2) + "\n";
-    FileWriter out(join(tmp_dir, kManifestFile));
-    out.write(text.data(), text.size());
-    out.sync_and_close();
-    fsync_dir(tmp_dir);
-    rename_replacing(tmp_dir, final_dir);
+    model_file_ = std::make_unique<FileWriter>(join(tmp_dir_, kModelFile));
+    model_ = std::make_unique<SafetensorsWriter>(
+        *model_file_,
+        join(final_dir_, kModelFile),
+        std::move(model),
+        std::map<std::string, std::string>{});
+    optimizer_file_ =
+        std::make_unique<FileWriter>(join(tmp_dir_, kOptimizerFile));
+    optimizer_ = std::make_unique<SafetensorsWriter>(
+        *optimizer_file_,
+        join(final_dir_, kOptimizerFile),
+        std::move(optimizer),
+        std::map<std::string, std::string>{});
   } catch (...) {
-    remove_quietly(tmp_dir);
+    optimizer_.reset();
+    optimizer_file_.reset();
+    model_.reset();
+    model_file_.reset();
+    remove_quietly(tmp_dir_);
     throw;
   }
-  return final_dir;
 }
 
-Checkpoint load_checkpoint(const std::string& dir) {
+CheckpointWriter::~CheckpointWriter() {
+  if (finished_)
+    return;
+  optimizer_.reset();
+  optimizer_file_.reset();
+  model_.reset();
+  model_file_.reset();
+  remove_quietly(tmp_dir_);
+}
+
+void CheckpointWriter::write_model(const Tensor& t) {
+  model_->write(t);
+}
+
+void CheckpointWriter::write_optimizer(const Tensor& t) {
+  optimizer_->write(t);
+}
+
+std::string CheckpointWriter::finish(json manifest) {
+  if (manifest.is_null())
+    manifest = json::object();
+  NDT_CHECK(
+      manifest.is_object(),
+      CheckpointError,
+      "cannot save checkpoint ",
+      final_dir_,
+      ": manifest must be a JSON object, got ",
+      manifest.type_name());
+  json files = json::object();
+  for (const auto& [name, w, f] :
+       {std::tuple{kModelFile, model_.get(), model_file_.get()},
+        std::tuple{kOptimizerFile, optimizer_.get(), optimizer_file_.get()}}) {
+    w->finish();
+    f->sync_and_close();
+    files[name] = {{"bytes", f->bytes()}, {"crc32", f->crc32()}};
+  }
+  manifest["format"] = kCheckpointFormat;
+  manifest["step"] = step_;
+  manifest["files"] = files;
+  // The manifest is written last: a directory holding one is complete.
+  std::string text = manifest.dump(2) + "\n";
+  FileWriter out(join(tmp_dir_, kManifestFile));
+  out.write(text.data(), text.size());
+  out.sync_and_close();
+  fsync_dir(tmp_dir_);
+  rename_replacing(tmp_dir_, final_dir_);
+  finished_ = true;
+  return final_dir_;
+}
+
+std::string save_checkpoint(
+    const std::string& root, int64_t step, const Checkpoint& ckpt) {
+  NDT_CHECK(
+      ckpt.manifest.is_null() || ckpt.manifest.is_object(),
+      CheckpointError,
+      "cannot save checkpoint under ",
+      root,
+      ": manifest must be a JSON object, got ",
+      ckpt.manifest.type_name());
+  std::vector<TensorSpec> specs[2];
+  const std::vector<NamedTensor>* files[2] = {&ckpt.model, &ckpt.optimizer};
+  for (int f = 0; f < 2; ++f) {
+    for (const NamedTensor& nt : *files[f]) {
+      NDT_CHECK(
+          nt.tensor.defined(),
+          CheckpointError,
+          "cannot save checkpoint under ",
+          root,
+          ": tensor '",
+          nt.name,
+          "' is undefined");
+      specs[f].push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape()});
+    }
+  }
+  CheckpointWriter w(root, step, std::move(specs[0]), std::move(specs[1]));
+  for (const NamedTensor& nt : ckpt.model)
+    w.write_model(nt.tensor);
+  for (const NamedTensor& nt : ckpt.optimizer)
+    w.write_optimizer(nt.tensor);
+  return w.finish(ckpt.manifest);
+}
+
+CheckpointReader::CheckpointReader(const std::string& dir) {
   std::error_code ec;
   NDT_CHECK(
       fs::is_directory(dir, ec),
@@ -305,7 +363,6 @@ Checkpoint load_checkpoint(const std::string& dir) {
       kManifestFile,
       " is missing");
 
-  Checkpoint ckpt;
   {
     // The manifest has no checksum of its own: bound what it can cost
     // (size, nesting) before parsing.
@@ -323,13 +380,13 @@ Checkpoint load_checkpoint(const std::string& dir) {
         deep,
         ")");
     try {
-      ckpt.manifest = json::parse(text);
+      manifest_ = json::parse(text);
     } catch (const json::exception& e) {
       throw CheckpointError(detail::str_cat(
           "checkpoint ", manifest_path, " is not valid JSON (", e.what(), ")"));
     }
   }
-  const json& m = ckpt.manifest;
+  const json& m = manifest_;
   NDT_CHECK(
       m.is_object(),
       CheckpointError,
@@ -394,8 +451,20 @@ Checkpoint load_checkpoint(const std::string& dir) {
   for (const auto& [name, entry] : m["files"].items()) {
     verify_file(dir, name, entry);
   }
-  ckpt.model = read_safetensors(join(dir, kModelFile)).tensors;
-  ckpt.optimizer = read_safetensors(join(dir, kOptimizerFile)).tensors;
+  model_ = std::make_unique<SafetensorsReader>(join(dir, kModelFile));
+  optimizer_ = std::make_unique<SafetensorsReader>(join(dir, kOptimizerFile));
+}
+
+Checkpoint load_checkpoint(const std::string& dir) {
+  CheckpointReader r(dir);
+  Checkpoint ckpt;
+  ckpt.manifest = r.manifest();
+  for (const auto& [out, in] :
+       {std::pair{&ckpt.model, &r.model()},
+        std::pair{&ckpt.optimizer, &r.optimizer()}}) {
+    for (size_t i = 0; i < in->tensors().size(); ++i)
+      out->push_back({in->tensors()[i].name, in->read(i)});
+  }
   return ckpt;
 }
 

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 
 namespace ndt {
@@ -37,6 +39,60 @@ struct Checkpoint {
 // ndt::Error on I/O failure; the temp directory is removed on failure.
 std::string save_checkpoint(
     const std::string& root, int64_t step, const Checkpoint& ckpt);
+
+// Writes <root>/step-<step>/ one tensor at a time, for writers that never
+// hold the whole model: the tensors' names, dtypes and shapes are declared
+// up front, then each file's tensors are appended in the declared order
+// (the two files independently). finish() writes the manifest as
+// save_checkpoint does and renames the directory into place; until then
+// the directory is hidden, and a writer destroyed unfinished removes it.
+// Throws as save_checkpoint does.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(
+      const std::string& root,
+      int64_t step,
+      std::vector<TensorSpec> model,
+      std::vector<TensorSpec> optimizer);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  void write_model(const Tensor& t);
+  void write_optimizer(const Tensor& t);
+  // Returns the step directory.
+  std::string finish(nlohmann::json manifest);
+
+ private:
+  std::string final_dir_;
+  std::string tmp_dir_;
+  int64_t step_ = 0;
+  bool finished_ = false;
+  std::unique_ptr<FileWriter> model_file_, optimizer_file_;
+  std::unique_ptr<SafetensorsWriter> model_, optimizer_;
+};
+
+// A step directory written by save_checkpoint, opened for reading one
+// tensor at a time: the constructor makes every check load_checkpoint
+// makes before it reads tensors (manifest, each file's size and crc32,
+// both headers).
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& dir);
+  const nlohmann::json& manifest() const {
+    return manifest_;
+  }
+  const SafetensorsReader& model() const {
+    return *model_;
+  }
+  const SafetensorsReader& optimizer() const {
+    return *optimizer_;
+  }
+
+ private:
+  nlohmann::json manifest_;
+  std::unique_ptr<SafetensorsReader> model_, optimizer_;
+};
 
 // Loads a step directory written by save_checkpoint. Checks that
 // manifest.json exists and is valid JSON with the right format tag and a

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
+#include <utility>
 
 #include "base/check.h"
 #include "io/atomic_file.h"
@@ -350,45 +351,39 @@ const Tensor* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
-void write_safetensors_to(
+SafetensorsWriter::SafetensorsWriter(
     FileWriter& out,
     const std::string& path,
-    const std::vector<NamedTensor>& tensors,
-    const std::map<std::string, std::string>& metadata) {
+    std::vector<TensorSpec> specs,
+    const std::map<std::string, std::string>& metadata)
+    : out_(out), path_(path), specs_(std::move(specs)) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty())
     header["__metadata__"] = metadata;
   std::set<std::string> names;
   uint64_t offset = 0;
-  for (const auto& nt : tensors) {
+  for (const TensorSpec& spec : specs_) {
     NDT_CHECK(
-        !nt.name.empty() && nt.name != "__metadata__",
+        !spec.name.empty() && spec.name != "__metadata__",
         CheckpointError,
         "cannot write ",
         path,
         ": invalid tensor name '",
-        nt.name,
+        spec.name,
         "'");
     NDT_CHECK(
-        names.insert(nt.name).second,
+        names.insert(spec.name).second,
         CheckpointError,
         "cannot write ",
         path,
         ": duplicate tensor name '",
-        nt.name,
+        spec.name,
         "'");
-    NDT_CHECK(
-        nt.tensor.defined(),
-        CheckpointError,
-        "cannot write ",
-        path,
-        ": tensor '",
-        nt.name,
-        "' is undefined");
-    uint64_t bytes = static_cast<uint64_t>(nt.tensor.numel()) * kElemBytes;
-    header[nt.name] = {
-        {"dtype", dtype_name(nt.tensor.dtype())},
-        {"shape", nt.tensor.shape()},
+    uint64_t bytes =
+        static_cast<uint64_t>(shape_numel(spec.shape)) * kElemBytes;
+    header[spec.name] = {
+        {"dtype", dtype_name(spec.dtype)},
+        {"shape", spec.shape},
         {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
@@ -409,15 +404,59 @@ void write_safetensors_to(
   unsigned char len[8];
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<unsigned char>(n >> (8 * i));
-  out.write(len, sizeof(len));
-  out.write(text.data(), text.size());
+  out_.write(len, sizeof(len));
+  out_.write(text.data(), text.size());
+}
+
+void SafetensorsWriter::write(const Tensor& t) {
+  NDT_ASSERT(next_ < specs_.size(), path_, ": more tensors than declared");
+  const TensorSpec& spec = specs_[next_++];
+  NDT_ASSERT(
+      t.defined() && t.dtype() == spec.dtype && t.shape() == spec.shape,
+      path_,
+      ": tensor '",
+      spec.name,
+      "' is not the ",
+      shape_str(spec.shape),
+      " ",
+      dtype_name(spec.dtype),
+      " declared");
+  if (t.numel() > 0)
+    out_.write(tensor_bytes(t), static_cast<size_t>(t.numel()) * kElemBytes);
+}
+
+void SafetensorsWriter::finish() const {
+  NDT_ASSERT(
+      next_ == specs_.size(),
+      path_,
+      ": ",
+      next_,
+      " of ",
+      specs_.size(),
+      " declared tensors written");
+}
+
+void write_safetensors_to(
+    FileWriter& out,
+    const std::string& path,
+    const std::vector<NamedTensor>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorSpec> specs;
   for (const auto& nt : tensors) {
-    if (nt.tensor.numel() == 0)
-      continue;
-    out.write(
-        tensor_bytes(nt.tensor),
-        static_cast<size_t>(nt.tensor.numel()) * kElemBytes);
+    NDT_CHECK(
+        nt.tensor.defined(),
+        CheckpointError,
+        "cannot write ",
+        path,
+        ": tensor '",
+        nt.name,
+        "' is undefined");
+    specs.push_back({nt.name, nt.tensor.dtype(), nt.tensor.shape()});
   }
+  SafetensorsWriter w(out, path, std::move(specs), metadata);
+  for (const auto& nt : tensors)
+    w.write(nt.tensor);
+  w.finish();
 }
 
 void write_safetensors(
@@ -429,8 +468,8 @@ void write_safetensors(
   });
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  Invalid invalid(path);
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  Invalid invalid(path_);
   // O_NONBLOCK: a FIFO opens at once and fails the regular-file check
   // below instead of waiting for a writer; regular files ignore the flag.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -448,7 +487,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
         ": ",
         std::system_category().message(err)));
   }
-  FdCloser closer{fd};
+  FdCloser closer{fd};  // released once the header is valid
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     invalid.fail("not a regular file");
@@ -500,11 +539,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   uint64_t data_start = 8 + header_bytes;
   uint64_t buffer_bytes = file_bytes - data_start;
-  SafetensorsFile result;
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
-      parse_metadata(value, &result.metadata, invalid);
+      parse_metadata(value, &metadata_, invalid);
     } else {
       entries.push_back(parse_entry(name, value, buffer_bytes, invalid));
     }
@@ -556,15 +594,50 @@ SafetensorsFile read_safetensors(const std::string& path) {
         " bytes");
   }
 
-  result.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
-    Tensor t(e.shape, MemTag::kOther, e.dtype);
-    if (e.end > e.begin) {
-      read_or_fail(tensor_bytes(t), e.end - e.begin, data_start + e.begin);
-    }
-    result.tensors.push_back({e.name, std::move(t)});
+    index_[e.name] = specs_.size();
+    specs_.push_back({e.name, e.dtype, e.shape});
+    offsets_.push_back(data_start + e.begin);
   }
-  return result;
+  fd_ = fd;
+  closer.fd = -1;
+}
+
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+int64_t SafetensorsReader::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+Tensor SafetensorsReader::read(size_t i) const {
+  NDT_ASSERT(i < specs_.size());
+  const TensorSpec& spec = specs_[i];
+  Tensor t(spec.shape, MemTag::kOther, spec.dtype);
+  const uint64_t bytes = static_cast<uint64_t>(t.numel()) * kElemBytes;
+  int err = 0;
+  if (bytes > 0 && !pread_all(fd_, tensor_bytes(t), bytes, offsets_[i], &err)) {
+    Invalid(path_).fail(
+        "read of ",
+        bytes,
+        " bytes at offset ",
+        offsets_[i],
+        " failed: ",
+        err ? std::system_category().message(err) : "unexpected end of file");
+  }
+  return t;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  SafetensorsReader r(path);
+  SafetensorsFile f;
+  f.metadata = r.metadata();
+  for (size_t i = 0; i < r.tensors().size(); ++i)
+    f.tensors.push_back({r.tensors()[i].name, r.read(i)});
+  return f;
 }
 
 }  // namespace ndt

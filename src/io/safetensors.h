@@ -30,6 +30,67 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+// What a safetensors header declares of one tensor.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+// Writes a safetensors file one tensor at a time, so that the caller never
+// holds them all: the constructor validates the specs (as write_safetensors
+// does) and writes the header; write() appends the next tensor's data in
+// the specs' order. `out` is written as write_safetensors_to writes it.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(
+      FileWriter& out,
+      const std::string& path,
+      std::vector<TensorSpec> specs,
+      const std::map<std::string, std::string>& metadata);
+  // The next tensor; its dtype and shape must be its spec's.
+  void write(const Tensor& t);
+  // Checks that every declared tensor was written.
+  void finish() const;
+
+ private:
+  FileWriter& out_;
+  std::string path_;
+  std::vector<TensorSpec> specs_;
+  size_t next_ = 0;
+};
+
+// Reads a safetensors file one tensor at a time: the constructor reads and
+// validates the header against the file (as read_safetensors does) and
+// keeps the file open; read() reads one tensor.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::string& path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+
+  // In file (data offset) order.
+  const std::vector<TensorSpec>& tensors() const {
+    return specs_;
+  }
+  const std::map<std::string, std::string>& metadata() const {
+    return metadata_;
+  }
+  // The index of the tensor called `name` in tensors(), or -1.
+  int64_t find(const std::string& name) const;
+  // Tensor i of tensors(), MemTag::kOther.
+  Tensor read(size_t i) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<TensorSpec> specs_;
+  std::vector<uint64_t> offsets_;  // of each tensor's data in the file
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
 // Writes `tensors` (in order) and `metadata` to `path` atomically (temp
 // file + fsync + rename + fsync of the directory). Names must be unique,
 // non-empty and not "__metadata__"; tensors must be defined. Throws

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -12,15 +15,6 @@ namespace ndt {
 namespace {
 
 constexpr int kTagCheckpoint = 4;
-
-// The optimizer's state tensors per parameter, in the order state()
-// lists them: k consecutive entries "<param name>.<suffix>" per parameter.
-int states_per_param(const NamedState& state, size_t params) {
-  if (params == 0)
-    return 0;  // a stage of parameter-free blocks (dropout)
-  NDT_ASSERT(state.size() % params == 0);
-  return static_cast<int>(state.size() / params);
-}
 
 // The global tensor of `local` (a block of p's layout, e.g. p's value or
 // one of its optimizer states), gathered over the mesh axes that shard p
@@ -69,17 +63,38 @@ bool writes_stage(Mesh& mesh) {
   return true;
 }
 
-// A checkpoint tensor as training uses it: F32 and finite.
-void check_tensor_values(
-    const Tensor& t, const std::string& name, const std::string& dir) {
+// A checkpoint tensor's header entry as training needs it: F32 and of
+// the parameter's global shape. `what` precedes the name in the message:
+// " tensor '" or ": optimizer state '".
+void check_tensor_spec(
+    const TensorSpec& spec,
+    const Shape& shape,
+    const char* what,
+    const std::string& dir) {
   NDT_CHECK(
-      t.dtype() == DType::kF32,
+      spec.dtype == DType::kF32,
       CheckpointError,
       "checkpoint ",
       dir,
       " tensor '",
-      name,
+      spec.name,
       "' has dtype I32; parameters and optimizer states must be F32");
+  NDT_CHECK(
+      spec.shape == shape,
+      CheckpointError,
+      "checkpoint ",
+      dir,
+      what,
+      spec.name,
+      "' has shape ",
+      shape_str(spec.shape),
+      ", expected ",
+      shape_str(shape));
+}
+
+// A checkpoint tensor's values as training uses them: finite.
+void check_tensor_values(
+    const Tensor& t, const std::string& name, const std::string& dir) {
   const float* p = t.data();
   for (int64_t i = 0; i < t.numel(); ++i) {
     NDT_CHECK(
@@ -143,42 +158,72 @@ void check_same_run(
       list));
 }
 
-// ZeRO: each parameter's optimizer state (stage 3: and its value) lives
-// on the data-parallel rank that updates it. Collective over that group:
-// on its rank 0 every parameter's states in the model's order (what
-// state() lists without sharding), elsewhere nothing; under stage 3 each
-// parameter's value (named as the parameter) before its states.
-NamedState gather_sharded_state(Engine& engine) {
-  const DistributedDataParallel& ddp = *engine.ddp();
-  ProcessGroup& g = ddp.group();
-  Optimizer& opt = engine.optimizer();
-  std::vector<std::string> suffixes = opt.state_suffixes();
-  std::map<std::string, Tensor> mine;
-  for (auto& [name, t] : opt.state())
-    mine[name] = t;
-  if (ddp.zero_stage() == 3) {
-    suffixes.insert(suffixes.begin(), "");
-    for (Parameter* p : opt.parameters())
-      mine[p->name] = p->value;
+// Whether this rank gathers p's shards: coordinate 0 on every axis but the
+// pipeline's and those that shard p (the ranks of one group of those axes).
+bool gathers(const Parameter& p, Mesh& mesh) {
+  for (const std::string& a : mesh.names()) {
+    if (a == "pp" || mesh.coord(a) == 0)
+      continue;
+    bool shards = false;
+    for (const Placement& pl : p.layout.placements)
+      shards = shards || (pl.axis == a && pl.kind == Placement::Kind::kShard);
+    if (!shards)
+      return false;
   }
-  NamedState out;
-  for (Parameter* p : engine.model().parameters()) {
-    const int owner = ddp.owner(*p);
-    for (const std::string& suffix : suffixes) {
-      const std::string name = p->name + suffix;
-      if (g.rank() == 0 && owner == 0) {
-        out.emplace_back(name, mine.at(name));
-      } else if (g.rank() == 0) {
-        Tensor t(p->value.shape(), MemTag::kComm);
-        g.recv(t.data(), t.numel(), owner, kTagCheckpoint);
-        out.emplace_back(name, t);
-      } else if (owner == g.rank()) {
-        const Tensor& t = mine.at(name);
-        g.send(t.data(), t.numel(), 0, kTagCheckpoint);
+  return true;
+}
+
+// p's value and then its optimizer states (in state_suffixes() order),
+// whole, on the rank with coordinate 0 on every axis but the pipeline's
+// (the stage's writer); undefined elsewhere. Collective over the ranks of
+// p's pipeline stage: under ZeRO the states (stage 3: and the value) come
+// from p's owner to rank 0 of the data-parallel group, then shards are
+// gathered over the axes that shard p.
+std::vector<Tensor> whole_tensors(
+    Parameter& p,
+    Engine& engine,
+    const std::vector<std::string>& suffixes,
+    const std::map<std::string, Tensor>& state) {
+  Mesh& mesh = engine.mesh();
+  const DistributedDataParallel* ddp = engine.ddp();
+  std::vector<Tensor> local;
+  if (ddp && ddp->shards_optimizer()) {
+    ProcessGroup& g = ddp->group();
+    const int owner = ddp->owner(p);
+    const bool values = ddp->zero_stage() == 3;
+    if (owner == g.rank()) {
+      local.push_back(p.value);
+      for (const std::string& suffix : suffixes)
+        local.push_back(state.at(p.name + suffix));
+      if (g.rank() != 0) {
+        for (size_t i = values ? 0 : 1; i < local.size(); ++i)
+          g.send(local[i].data(), local[i].numel(), 0, kTagCheckpoint);
+        return {};
       }
+    } else if (g.rank() == 0) {
+      local.push_back(p.value);  // stage 3: replaced by the owner's
+      for (size_t i = 0; i < suffixes.size(); ++i)
+        local.emplace_back(p.value.shape(), MemTag::kComm);
+      if (values)
+        local[0] = Tensor(p.value.shape(), MemTag::kComm);
+      for (size_t i = values ? 0 : 1; i < local.size(); ++i)
+        g.recv(local[i].data(), local[i].numel(), owner, kTagCheckpoint);
+    } else {
+      return {};
     }
+  } else {
+    local.push_back(p.value);
+    for (const std::string& suffix : suffixes)
+      local.push_back(state.at(p.name + suffix));
   }
-  return out;
+  if (!gathers(p, mesh))
+    return {};
+  std::vector<Tensor> whole;
+  for (const Tensor& t : local)
+    whole.push_back(gather_global(p, t, mesh));
+  if (!writes_stage(mesh))
+    return {};
+  return whole;
 }
 
 }  // namespace
@@ -187,103 +232,79 @@ std::string save_run_checkpoint(
     const Config& config, Engine& engine, int64_t step) {
   Mesh& mesh = engine.mesh();
   Optimizer& opt = engine.optimizer();
-  const bool sharded = engine.ddp() && engine.ddp()->shards_optimizer();
-  NamedState state = sharded ? gather_sharded_state(engine) : opt.state();
-  // Data-parallel replicas are identical: replica 0's pipeline writes.
-  if (mesh.coord("dp") != 0)
-    return "";
-  Model& model = engine.model();
-  auto params = model.parameters();
-  // ZeRO stage 3: the values came with the states (on the writing ranks).
-  std::vector<Tensor> held;
-  for (Parameter* p : params)
-    held.push_back(p->value);
-  if (sharded && engine.ddp()->zero_stage() == 3 && !state.empty()) {
-    const size_t per = state.size() / params.size();
-    NamedState states;
-    for (size_t i = 0; i < params.size(); ++i) {
-      held[i] = state[i * per].second;
-      for (size_t j = 1; j < per; ++j)
-        states.push_back(state[i * per + j]);
-    }
-    state = std::move(states);
-  }
-  const int k = states_per_param(state, params.size());
-  // Whole tensors first: shards gathered to coordinate 0 of the axes that
-  // shard them; only the stage's writer goes on.
-  std::vector<Tensor> values;
-  for (size_t i = 0; i < params.size(); ++i) {
-    values.push_back(gather_global(*params[i], held[i], mesh));
-    for (int j = 0; j < k; ++j) {
-      state[i * k + j].second =
-          gather_global(*params[i], state[i * k + j].second, mesh);
-    }
-  }
-  if (!writes_stage(mesh))
-    return "";
+  const std::vector<std::string> suffixes = opt.state_suffixes();
+  std::map<std::string, Parameter*> held;
+  for (Parameter* p : engine.model().parameters())
+    held[p->name] = p;
+  std::map<std::string, Tensor> state;
+  for (auto& [name, t] : opt.state())
+    state[name] = t;
   ProcessGroup& pp = mesh.group("pp");
-  if (pp.rank() > 0) {
-    // Per held parameter, in serial order: its value, then its k states.
-    for (size_t i = 0; i < params.size(); ++i) {
-      pp.send(values[i].data(), values[i].numel(), 0, kTagCheckpoint);
-      for (int j = 0; j < k; ++j) {
-        const Tensor& t = state[i * k + j].second;
-        pp.send(t.data(), t.numel(), 0, kTagCheckpoint);
-      }
-    }
-    return "";
-  }
-  // Suffixes of the state tensors, from this rank's first parameter.
-  std::vector<std::string> suffixes;
-  for (int j = 0; j < k; ++j)
-    suffixes.push_back(state[j].first.substr(params[0]->name.size()));
-  std::map<std::string, Tensor> mine_value, mine_state;
-  for (size_t i = 0; i < params.size(); ++i) {
-    mine_value[params[i]->name] = values[i];
-    for (int j = 0; j < k; ++j)
-      mine_state[state[i * k + j].first] = state[i * k + j].second;
-  }
-  Checkpoint ck;
-  const int P = pp.size();
-  for (int q = 0; q < P; ++q) {
-    for (const ParamInfo& info : engine.all_parameters()) {
-      if (info.pp_rank != q)
-        continue;
-      if (q == 0) {
-        ck.model.push_back({info.name, mine_value.at(info.name)});
-        for (const std::string& suf : suffixes) {
-          ck.optimizer.push_back(
-              {info.name + suf, mine_state.at(info.name + suf)});
-        }
-        continue;
-      }
-      Tensor v(info.shape, MemTag::kComm);
-      pp.recv(v.data(), v.numel(), q, kTagCheckpoint);
-      ck.model.push_back({info.name, v});
-      for (const std::string& suf : suffixes) {
-        Tensor t(info.shape, MemTag::kComm);
-        pp.recv(t.data(), t.numel(), q, kTagCheckpoint);
-        ck.optimizer.push_back({info.name + suf, t});
-      }
-    }
-  }
+  const int me = mesh.coord("pp");
+  const bool root = writes_stage(mesh) && me == 0;
+  std::unique_ptr<CheckpointWriter> out;
   int64_t n_params = 0;
-  for (const ParamInfo& info : engine.all_parameters())
-    n_params += shape_numel(info.shape);
-  ck.manifest["config"] = config_to_json(config);
-  ck.manifest["model"] = {{"kind", model.kind}, {"parameters", n_params}};
-  ck.manifest["optimizer"] = {
+  if (root) {
+    std::vector<TensorSpec> model, optimizer;
+    for (const ParamInfo& info : engine.all_parameters()) {
+      model.push_back({info.name, DType::kF32, info.shape});
+      for (const std::string& suffix : suffixes)
+        optimizer.push_back({info.name + suffix, DType::kF32, info.shape});
+      n_params += shape_numel(info.shape);
+    }
+    out = std::make_unique<CheckpointWriter>(
+        config.run_dir() + "/checkpoints",
+        step,
+        std::move(model),
+        std::move(optimizer));
+  }
+  // One parameter at a time, in the model's order: its stage makes it
+  // whole, the stage's writer sends it to the job's first rank, which
+  // appends it to the files. No rank holds more than one whole parameter
+  // with its states.
+  for (const ParamInfo& info : engine.all_parameters()) {
+    std::vector<Tensor> whole;
+    if (info.pp_rank == me)
+      whole = whole_tensors(*held.at(info.name), engine, suffixes, state);
+    if (!root) {
+      for (const Tensor& t : whole)
+        pp.send(t.data(), t.numel(), 0, kTagCheckpoint);
+      continue;
+    }
+    if (info.pp_rank != 0) {
+      whole.clear();
+      for (size_t i = 0; i <= suffixes.size(); ++i) {
+        whole.emplace_back(info.shape, MemTag::kComm);
+        pp.recv(
+            whole.back().data(),
+            whole.back().numel(),
+            info.pp_rank,
+            kTagCheckpoint);
+      }
+    }
+    out->write_model(whole[0]);
+    for (size_t i = 1; i < whole.size(); ++i)
+      out->write_optimizer(whole[i]);
+  }
+  if (!root)
+    return "";
+  nlohmann::json manifest;
+  manifest["config"] = config_to_json(config);
+  manifest["model"] = {{"kind", engine.model().kind}, {"parameters", n_params}};
+  manifest["optimizer"] = {
       {"name", to_string(config.optim.name)}, {"step", opt.step_count()}};
-  ck.manifest["data"] = {
+  manifest["data"] = {
       {"samples_seen", step * config.train.batch_size},
       {"seed", config.train.seed}};
-  return save_checkpoint(config.run_dir() + "/checkpoints", step, ck);
+  return out->finish(std::move(manifest));
 }
 
 int64_t load_run_checkpoint(
     const Config& config, const std::string& dir, Engine& engine) {
-  Checkpoint ck = load_checkpoint(dir);
-  const nlohmann::json& m = ck.manifest;
+  // Tensor by tensor: no rank holds more than one whole tensor at a time
+  // besides its own parameters and state.
+  const CheckpointReader ck(dir);
+  const nlohmann::json& m = ck.manifest();
   const std::string manifest = dir + "/manifest.json";
   NDT_CHECK(
       m.contains("config") && m["config"].is_object(),
@@ -327,83 +348,71 @@ int64_t load_run_checkpoint(
         e.what()));
   }
   check_same_run(config, saved, dir);
-  std::map<std::string, const Tensor*> tensors;
-  for (const NamedTensor& t : ck.model)
-    tensors[t.name] = &t.tensor;
+  const SafetensorsReader& model = ck.model();
   const auto& all = engine.all_parameters();
   NDT_CHECK(
-      tensors.size() == all.size(),
+      model.tensors().size() == all.size(),
       CheckpointError,
       "checkpoint ",
       dir,
       " has ",
-      tensors.size(),
+      model.tensors().size(),
       " model tensors, the model has ",
       all.size());
+  // Names and shapes from the header first, then each tensor's values.
+  std::vector<size_t> index;
   for (const ParamInfo& info : all) {
-    auto it = tensors.find(info.name);
+    const int64_t i = model.find(info.name);
     NDT_CHECK(
-        it != tensors.end(),
+        i >= 0,
         CheckpointError,
         "checkpoint ",
         dir,
         " lacks tensor '",
         info.name,
         "'");
-    check_tensor_values(*it->second, info.name, dir);
-    NDT_CHECK(
-        it->second->shape() == info.shape,
-        CheckpointError,
-        "checkpoint ",
-        dir,
-        " tensor '",
-        info.name,
-        "' has shape ",
-        shape_str(it->second->shape()),
-        ", expected ",
-        shape_str(info.shape));
+    check_tensor_spec(model.tensors()[i], info.shape, " tensor '", dir);
+    index.push_back(static_cast<size_t>(i));
   }
-  // Each rank takes its block of every tensor it holds (layout.take_local:
-  // the whole tensor, or its tensor-parallel shard).
-  auto params = engine.model().parameters();
-  for (Parameter* p : params)
-    p->value.copy_(p->layout.take_local(*tensors.at(p->name)));
+  // Every rank checks every model tensor (so all stop on a bad one) and
+  // takes its block of those it holds (layout.take_local: the whole
+  // tensor, or its tensor-parallel shard).
+  std::map<std::string, Parameter*> held;
+  for (Parameter* p : engine.model().parameters())
+    held[p->name] = p;
+  for (size_t j = 0; j < all.size(); ++j) {
+    const Tensor t = model.read(index[j]);
+    check_tensor_values(t, all[j].name, dir);
+    auto it = held.find(all[j].name);
+    if (it != held.end())
+      it->second->value.copy_(it->second->layout.take_local(t));
+  }
   if (engine.ddp())
     engine.ddp()->values_written();
-  std::map<std::string, const Tensor*> saved_state;
-  for (const NamedTensor& t : ck.optimizer)
-    saved_state[t.name] = &t.tensor;
   // The optimizer's own parameters: all of them, or under ZeRO
   // those this rank updates.
-  NamedState mine = engine.optimizer().state();
-  params = engine.optimizer().parameters();
-  const int k = states_per_param(mine, params.size());
+  const SafetensorsReader& states = ck.optimizer();
   NamedState state;
-  for (size_t i = 0; i < params.size(); ++i) {
-    for (int j = 0; j < k; ++j) {
-      const std::string& name = mine[i * k + j].first;
-      auto it = saved_state.find(name);
+  for (Parameter* p : engine.optimizer().parameters()) {
+    for (const std::string& suffix : engine.optimizer().state_suffixes()) {
+      const std::string name = p->name + suffix;
+      const int64_t i = states.find(name);
       NDT_CHECK(
-          it != saved_state.end(),
+          i >= 0,
           CheckpointError,
           "checkpoint ",
           dir,
           ": optimizer state is missing '",
           name,
           "'");
-      check_tensor_values(*it->second, name, dir);
-      NDT_CHECK(
-          it->second->shape() == params[i]->layout.global_shape,
-          CheckpointError,
-          "checkpoint ",
-          dir,
+      check_tensor_spec(
+          states.tensors()[i],
+          p->layout.global_shape,
           ": optimizer state '",
-          name,
-          "' has shape ",
-          shape_str(it->second->shape()),
-          ", expected ",
-          shape_str(params[i]->layout.global_shape));
-      state.emplace_back(name, params[i]->layout.take_local(*it->second));
+          dir);
+      const Tensor t = states.read(static_cast<size_t>(i));
+      check_tensor_values(t, name, dir);
+      state.emplace_back(name, p->layout.take_local(t));
     }
   }
   engine.optimizer().load_state(state, step);

@@ -4,10 +4,12 @@
 // checkpoint saved by any layout loads into any other (serial, data
 // parallel, pipeline with any stage count or schedule).
 //
-// Saving is collective over the job: pipeline ranks send the tensors they
-// hold to the job's first rank, which writes the directory (io/checkpoint.h,
-// atomic). Loading: every rank reads the directory and takes the tensors it
-// holds.
+// Saving is collective over the job, one parameter at a time: its stage
+// makes it whole and sends it with its optimizer states to the job's first
+// rank, which appends them to the directory's files (io/checkpoint.h,
+// atomic). Loading: every rank reads the tensors one at a time and takes
+// its block of those it holds. Neither holds more than one whole parameter
+// with its states beyond the rank's own share.
 #pragma once
 
 #include <cstdint>

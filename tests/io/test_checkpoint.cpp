@@ -1,7 +1,8 @@
 // Checkpoint directories: bit-exact round trip, manifest contents, atomic
 // save (leftover temp dirs of a crashed save are ignored and never look
-// complete), replacement of an existing step, and detection of truncated,
-// corrupt or missing files with messages naming the file. All exact.
+// complete), replacement of an existing step, writing and reading one
+// tensor at a time, and detection of truncated, corrupt or missing files
+// with messages naming the file. All exact.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -130,6 +132,64 @@ TEST(Checkpoint, RoundTripIsBitExact) {
   EXPECT_EQ(loaded.manifest["step"], 20);
   // Trailing slash is accepted.
   expect_same(load_checkpoint(dir + "/").model, c.model);
+}
+
+std::vector<TensorSpec> specs_of(const std::vector<NamedTensor>& ts) {
+  std::vector<TensorSpec> out;
+  for (const NamedTensor& t : ts)
+    out.push_back({t.name, t.tensor.dtype(), t.tensor.shape()});
+  return out;
+}
+
+TEST(Checkpoint, WriterAndReaderStreamWhatSaveAndLoadMove) {
+  // Tensor by tensor: the same bytes in every file as save_checkpoint,
+  // and each tensor read alone equals the whole load's.
+  TempDir whole, streamed;
+  const Checkpoint c = sample_checkpoint(3);
+  const std::string want = save_checkpoint(whole.str(), 3, c);
+  CheckpointWriter w(
+      streamed.str(), 3, specs_of(c.model), specs_of(c.optimizer));
+  // The files are written independently: interleave them.
+  w.write_optimizer(c.optimizer[0].tensor);
+  w.write_model(c.model[0].tensor);
+  w.write_model(c.model[1].tensor);
+  w.write_optimizer(c.optimizer[1].tensor);
+  EXPECT_TRUE(list_checkpoints(streamed.str()).empty());  // until finished
+  const std::string got = w.finish(c.manifest);
+  EXPECT_EQ(got, streamed.sub("step-3"));
+  for (const char* f :
+       {"manifest.json", "model.safetensors", "optimizer.safetensors"}) {
+    EXPECT_EQ(read_bytes(got + "/" + f), read_bytes(want + "/" + f)) << f;
+  }
+  const CheckpointReader r(got);
+  EXPECT_EQ(r.manifest()["step"], 3);
+  for (const auto& [file, ts] :
+       {std::pair{&r.model(), &c.model},
+        std::pair{&r.optimizer(), &c.optimizer}}) {
+    ASSERT_EQ(file->tensors().size(), ts->size());
+    for (const NamedTensor& t : *ts) {
+      const int64_t i = file->find(t.name);
+      ASSERT_GE(i, 0) << t.name;
+      expect_same({{t.name, file->read(static_cast<size_t>(i))}}, {t});
+    }
+  }
+  EXPECT_EQ(r.model().find("absent"), -1);
+}
+
+TEST(Checkpoint, UnfinishedWriterLeavesNoTrace) {
+  TempDir root;
+  const Checkpoint c = sample_checkpoint(4);
+  save_checkpoint(root.str(), 4, c);
+  {
+    CheckpointWriter w(root.str(), 4, specs_of(c.model), specs_of(c.optimizer));
+    w.write_model(c.model[0].tensor);
+    // A tensor other than the one declared next is a bug in the caller.
+    EXPECT_THROW(w.write_model(c.model[0].tensor), Error);
+    // So is finishing before every declared tensor is written.
+    EXPECT_THROW(w.finish(c.manifest), Error);
+  }
+  EXPECT_EQ(entries(root.str()), (std::vector<std::string>{"step-4"}));
+  expect_same(load_checkpoint(root.sub("step-4")).model, c.model);
 }
 
 TEST(Checkpoint, ManifestRecordsSizeAndCrcOfEachFile) {

@@ -314,9 +314,8 @@ int cmd_plan(const PlanArgs& a) {
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   SerialBuilder builder;  // keeps no module: only the FLOP count is read
-  const double flops_per_sample = make_model(base.model, builder, [](int) {
-                                    return false;
-                                  })->flops_per_sample;
+  const double flops_per_sample =
+      make_model(base.model, builder, keep_no_module)->flops_per_sample;
   int rejected = 0;
   const std::vector<LayoutCost> all = search_layouts(
       a.config.file,

@@ -49,6 +49,10 @@ Module& Model::module(int m) {
   return m == 0 ? *embed : *blocks[m - 1];
 }
 
+bool keep_no_module(int, const std::vector<Parameter*>&) {
+  return false;
+}
+
 bool Model::describe(int m, std::vector<Parameter*> params) {
   NDT_ASSERT(
       static_cast<int>(described_.size()) == m,
@@ -60,7 +64,7 @@ bool Model::describe(int m, std::vector<Parameter*> params) {
     d.push_back({p->name, p->layout.global_shape, p->value.numel()});
   described_.push_back(std::move(d));
   params_.clear();
-  return !keep_ || keep_(m);
+  return !keep_ || keep_(m, params);
 }
 
 void Model::add_embed(std::unique_ptr<Module> m) {
@@ -131,6 +135,8 @@ Tensor Model::forward_range(
     Context& c = ctx.child(m);
     if (m == head_m) {
       head->forward(x, targets, c, stats);
+      if (!ctx.run.training)
+        c.clear();
       return Tensor();
     }
     c.need_input_grad = m > 1 || (m == 1 && first_grad);
@@ -141,6 +147,9 @@ Tensor Model::forward_range(
       x = y;
     } else {
       x = module(m).forward(x, c);
+      // Evaluation: no backward will read what the module saved.
+      if (!ctx.run.training)
+        c.clear();
     }
   }
   return x;

@@ -22,8 +22,16 @@
 
 namespace ndt {
 
-// Which modules a build keeps (module numbers as above); null keeps all.
-using KeepModule = std::function<bool(int m)>;
+// Called with each module as soon as it is built (module numbers as
+// above, its parameters in declaration order); returns whether the build
+// keeps it. It may prepare a kept module's parameters (initialise them,
+// hand them to data parallelism) before the next module is built. Null
+// keeps all.
+using KeepModule =
+    std::function<bool(int m, const std::vector<Parameter*>& params)>;
+
+// Keeps no module: the build only describes the model (Model::described).
+bool keep_no_module(int m, const std::vector<Parameter*>& params);
 
 // A parameter as a build made it, whether its module was kept or not.
 struct ParamDesc {
@@ -69,8 +77,11 @@ class Model {
   void add_embed(std::unique_ptr<Module> m);
   void add_block(std::unique_ptr<Module> m);
   void add_head(std::unique_ptr<LossHead> h);
-  // The parameters of module m as built, kept or not.
+  // The parameters of module m as built, kept or not; of every module.
   const std::vector<ParamDesc>& described(int m) const;
+  const std::vector<std::vector<ParamDesc>>& described_modules() const {
+    return described_;
+  }
 
   // All parameters in a fixed order: input layer, blocks, head (only the
   // modules kept).
@@ -117,7 +128,9 @@ class Model {
       int first, int last, const Tensor& dy, Context& ctx, float scale);
   bool has_module(int m) const;
 
-  // Forward only (evaluation); nothing is kept for backward.
+  // Forward only (evaluation); nothing is kept for backward: each module's
+  // saved tensors are dropped as soon as its forward returns (so does
+  // forward_range whenever ctx.run.training is false).
   void forward_eval(
       const Tensor& input,
       const Tensor& targets,

@@ -24,37 +24,57 @@ void settle(std::unique_ptr<Work>& w) {
   }
 }
 
+// The modules a built model holds.
+std::vector<bool> held_modules(const Model& model) {
+  std::vector<bool> out;
+  for (int m = 0; m < model.num_modules(); ++m)
+    out.push_back(model.has_module(m));
+  return out;
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(
     Model& model, ProcessGroup& group, int64_t bucket_bytes, int zero)
-    : model_(model), group_(group), zero_(zero), shard_(zero >= 1) {
+    : DistributedDataParallel(
+          model.described_modules(),
+          held_modules(model),
+          group,
+          bucket_bytes,
+          zero) {
+  for (int m = 0; m < model.num_modules(); ++m) {
+    if (model.has_module(m))
+      adopt(m, model.module_parameters(m));
+  }
+  attach(model);
+}
+
+DistributedDataParallel::DistributedDataParallel(
+    const std::vector<std::vector<ParamDesc>>& modules,
+    const std::vector<bool>& held,
+    ProcessGroup& group,
+    int64_t bucket_bytes,
+    int zero)
+    : group_(group), zero_(zero), shard_(zero >= 1) {
   NDT_ASSERT(zero >= 0 && zero <= 3, "ZeRO stage ", zero);
+  NDT_ASSERT(modules.size() == held.size());
+  const int n_modules = static_cast<int>(modules.size());
   // Backward order: head, last block, ..., input layer; within a module,
   // its parameters in reverse declaration order.
-  for (int m = model.num_modules() - 1; m >= 0; --m) {
-    auto ps = model.module_parameters(m);
-    for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
-      params_.push_back(*it);
+  std::vector<int64_t> numels;
+  module_first_.assign(n_modules, -1);
+  for (int m = n_modules - 1; m >= 0; --m) {
+    if (!held[m])
+      continue;
+    module_first_[m] = static_cast<int>(numels.size());
+    for (auto it = modules[m].rbegin(); it != modules[m].rend(); ++it) {
+      numels.push_back(it->numel);
       module_of_.push_back(m);
     }
   }
-  std::vector<int64_t> numels;
-  for (Parameter* p : params_) {
-    numels.push_back(p->grad.numel());
-    double sum = 0, sq = 0;
-    const float* v = p->value.data();
-    for (int64_t i = 0; i < p->value.numel(); ++i) {
-      sum += v[i];
-      sq += double(v[i]) * v[i];
-    }
-    initial_sums_.push_back(sum);
-    initial_sums_.push_back(sq);
-  }
+  params_.assign(numels.size(), nullptr);
+  initial_sums_.assign(2 * numels.size(), 0.0);
   // A pipeline rank's chunks keep their buckets apart.
-  std::vector<bool> held;
-  for (int m = 0; m < model.num_modules(); ++m)
-    held.push_back(model.has_module(m));
   buckets_ =
       assign_buckets(numels, bucket_bytes, split_at_gaps(module_of_, held));
   if (shard_)
@@ -70,7 +90,7 @@ DistributedDataParallel::DistributedDataParallel(
     for (int64_t n : gs.capacity)
       slots_.push_back(Tensor::zeros({n}, MemTag::kGrads));
     slot_user_.assign(slots_.size(), -1);
-    starts_in_.resize(model.num_modules());
+    starts_in_.resize(n_modules);
     for (size_t b = 0; b < buckets_.size(); ++b)
       starts_in_[spans[b].first].push_back(static_cast<int>(b));
   }
@@ -80,56 +100,94 @@ DistributedDataParallel::DistributedDataParallel(
     for (int64_t n : vs.capacity)  // 0: the slot holds only my buckets
       value_slots_.push_back(Tensor::zeros({n}, MemTag::kParams));
     value_slot_user_.assign(value_slots_.size(), -1);
-    gathers_ = std::make_unique<ParamGathers>(
-        spans, value_slot_of_, model.num_modules());
+    gathers_ = std::make_unique<ParamGathers>(spans, value_slot_of_, n_modules);
     gather_work_.resize(buckets_.size());
   }
+  // Each bucket's gradients (ZeRO stages 2 and 3: the other ranks' in a
+  // slot) and, under sharding, values (stage 3: the other ranks' in a
+  // slot, gathered when read), so that one collective per bucket moves
+  // them; adopt() makes the parameters views of them.
   bucket_of_.resize(params_.size());
+  offset_of_.resize(params_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& bk = buckets_[b];
-    Tensor flat = slot_of_[b] >= 0 ? slots_[slot_of_[b]].slice(0, {bk.numel})
-                                   : Tensor::zeros({bk.numel}, MemTag::kGrads);
+    flat_.push_back(
+        slot_of_[b] >= 0 ? slots_[slot_of_[b]].slice(0, {bk.numel})
+                         : Tensor::zeros({bk.numel}, MemTag::kGrads));
     for (size_t k = 0; k < bk.params.size(); ++k) {
-      Parameter* p = params_[bk.params[k]];
-      Tensor view = flat.slice(bk.offsets[k], p->grad.shape());
-      view.copy_(p->grad);
-      p->grad = view;  // the grad now lives in the bucket
       bucket_of_[bk.params[k]] = static_cast<int>(b);
+      offset_of_[bk.params[k]] = bk.offsets[k];
     }
-    flat_.push_back(flat);
     if (shard_) {
-      // The values too, so that one broadcast per bucket sends them. Stage
-      // 3: the other ranks' in a slot, gathered when read.
       const bool slot = gathers_ && owner_[b] != group_.rank();
-      Tensor values = slot
-                          ? value_slots_[value_slot_of_[b]].slice(0, {bk.numel})
-                          : Tensor::zeros({bk.numel}, MemTag::kParams);
-      for (size_t k = 0; k < bk.params.size(); ++k) {
-        Parameter* p = params_[bk.params[k]];
-        Tensor view = values.slice(bk.offsets[k], p->value.shape());
-        if (!slot)
-          view.copy_(p->value);
-        p->value = view;
-      }
-      values_.push_back(values);
+      values_.push_back(
+          slot ? value_slots_[value_slot_of_[b]].slice(0, {bk.numel})
+               : Tensor::zeros({bk.numel}, MemTag::kParams));
     }
   }
   pending_.resize(buckets_.size());
   rearm();
   work_.resize(buckets_.size());
-  if (sliced)
-    model_.on_backward_begin = [this](int m) { on_module_begin(m); };
+}
+
+void DistributedDataParallel::adopt(
+    int m, const std::vector<Parameter*>& params) {
+  NDT_ASSERT(
+      m >= 0 && m < static_cast<int>(module_first_.size()) &&
+          module_first_[m] >= 0,
+      "module ",
+      m,
+      " is not held");
+  for (size_t j = 0; j < params.size(); ++j) {
+    const size_t i = module_first_[m] + (params.size() - 1 - j);
+    Parameter* p = params[j];
+    NDT_ASSERT(
+        i < params_.size() && module_of_[i] == m && params_[i] == nullptr,
+        "parameter '",
+        p->name,
+        "' adopted twice or out of place");
+    params_[i] = p;
+    double sum = 0, sq = 0;
+    const float* v = p->value.data();
+    for (int64_t e = 0; e < p->value.numel(); ++e) {
+      sum += v[e];
+      sq += double(v[e]) * v[e];
+    }
+    initial_sums_[2 * i] = sum;
+    initial_sums_[2 * i + 1] = sq;
+    const int b = bucket_of_[i];
+    NDT_ASSERT(offset_of_[i] + p->grad.numel() <= buckets_[b].numel);
+    Tensor grad = flat_[b].slice(offset_of_[i], p->grad.shape());
+    grad.copy_(p->grad);
+    p->grad = grad;  // the grad now lives in the bucket
+    if (shard_) {
+      Tensor value = values_[b].slice(offset_of_[i], p->value.shape());
+      if (!gathers_ || owner_[b] == group_.rank())
+        value.copy_(p->value);
+      p->value = value;
+    }
+  }
+}
+
+void DistributedDataParallel::attach(Model& model) {
+  for (Parameter* p : params_)
+    NDT_ASSERT(p != nullptr, "a held module's parameters were not adopted");
+  model_ = &model;
+  if (!starts_in_.empty())  // ZeRO stages 2 and 3
+    model.on_backward_begin = [this](int m) { on_module_begin(m); };
   if (gathers_)
-    model_.on_forward_begin = [this](int m) { gather_values(m, true); };
-  model_.on_backward_done = [this](int m) { on_module_done(m); };
-  model_.on_comm_poll = [this] { progress(); };
+    model.on_forward_begin = [this](int m) { gather_values(m, true); };
+  model.on_backward_done = [this](int m) { on_module_done(m); };
+  model.on_comm_poll = [this] { progress(); };
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  model_.on_backward_begin = nullptr;
-  model_.on_forward_begin = nullptr;
-  model_.on_backward_done = nullptr;
-  model_.on_comm_poll = nullptr;
+  if (model_ == nullptr)
+    return;
+  model_->on_backward_begin = nullptr;
+  model_->on_forward_begin = nullptr;
+  model_->on_backward_done = nullptr;
+  model_->on_comm_poll = nullptr;
 }
 
 void DistributedDataParallel::check_replicas_identical() {
@@ -165,10 +223,11 @@ int DistributedDataParallel::owner(const Parameter& p) const {
 }
 
 std::vector<Parameter*> DistributedDataParallel::owned_parameters() const {
+  // params_ reversed is the model's order.
   std::vector<Parameter*> out;
-  for (Parameter* p : model_.parameters()) {
-    if (owner(*p) == group_.rank())
-      out.push_back(p);
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    if (owner(**it) == group_.rank())
+      out.push_back(*it);
   }
   return out;
 }

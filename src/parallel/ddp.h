@@ -54,12 +54,33 @@ constexpr int64_t kDefaultBucketBytes = 4 << 20;
 
 class DistributedDataParallel final : public GradSync {
  public:
+  // Takes over the parameters of `model`, built with every module it
+  // holds.
   DistributedDataParallel(
       Model& model,
       ProcessGroup& group,
       int64_t bucket_bytes = kDefaultBucketBytes,
       int zero = 0);
+  // Before the model is built, so that no rank holds every parameter's
+  // gradient and (stage 3) value at once: the buckets come from the
+  // description of every module (modules[m], Model::described) and the
+  // modules this rank holds. adopt() then takes over each held module's
+  // parameters as the build makes them, and attach() the built model.
+  DistributedDataParallel(
+      const std::vector<std::vector<ParamDesc>>& modules,
+      const std::vector<bool>& held,
+      ProcessGroup& group,
+      int64_t bucket_bytes,
+      int zero);
   ~DistributedDataParallel() override;
+
+  // Module m's parameters (declaration order), initialised: their
+  // gradients and values move into the buckets (stage 3: another rank's
+  // values into a slot, unread), and their initial values are recorded
+  // for check_replicas_identical().
+  void adopt(int m, const std::vector<Parameter*>& params);
+  // The model whose held modules were all adopted: installs its hooks.
+  void attach(Model& model);
 
   // Throws ConfigError when the replicas' parameters differ (compares a
   // checksum of every parameter across ranks).
@@ -125,10 +146,12 @@ class DistributedDataParallel final : public GradSync {
   void on_module_done(int module);
   void progress();
 
-  Model& model_;
+  Model* model_ = nullptr;  // attach()
   ProcessGroup& group_;
   std::vector<Parameter*> params_;  // backward order
   std::vector<int> module_of_;      // per param (backward order)
+  std::vector<int> module_first_;   // per module: its first param, or -1
+  std::vector<int64_t> offset_of_;  // per param: offset in its bucket
   std::vector<Bucket> buckets_;
   std::vector<Tensor> flat_;    // one per bucket
   int zero_ = 0;                // ZeRO stage

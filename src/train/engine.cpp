@@ -97,19 +97,56 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   builder_ = sp_ > 1 ? make_sequence_parallel_builder(config, mesh)
                      : mode_->make_builder(mesh);
   // A first build that keeps no module describes them all (each is freed
-  // as soon as it is built); the replicas then build only this rank's.
+  // as soon as it is built).
   const std::unique_ptr<Model> described =
-      make_model(config.model, *builder_, [](int) { return false; });
+      make_model(config.model, *builder_, keep_no_module);
   for (int m = 0; m < described->num_modules(); ++m) {
     for (const ParamDesc& d : described->described(m))
       all_params_.push_back({d.name, d.global_shape, 0});
   }
   const std::vector<bool> keep = partition_pipeline(*described);
+  // Sequence-parallel ranks see a share of every sample's tokens, and the
+  // mode's replica axes (2.5D's depth) other samples: their gradients are
+  // summed with the data-parallel replicas', as one reduction.
+  std::vector<std::string> candidates = {"dp"};
+  for (const std::string& a : mode_->replica_axes()) {
+    if (!NDT_FAULT(kTp2p5dSkipDepthReduce))
+      candidates.push_back(a);
+  }
+  if (!NDT_FAULT(kSpSkipGradReduce))
+    candidates.push_back("sp");
+  for (const std::string& a : candidates) {
+    if (mesh.size(a) > 1)
+      grad_axes_.push_back(a);
+  }
+  // Data parallelism lays out its buckets before the model is built and
+  // takes over each module's parameters as soon as it is built and
+  // initialised, so that no rank ever holds more of them than its share
+  // (ZeRO) and one module.
+  if (!threads_ && !grad_axes_.empty()) {
+    ddp_ = std::make_unique<DistributedDataParallel>(
+        described->described_modules(),
+        keep,
+        mesh.group(grad_axes_),
+        static_cast<int64_t>(p.bucket_mb * (1 << 20)),
+        p.zero);
+  }
   const int n_replicas = threads_ ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {
+    DistributedDataParallel* ddp = r == 0 ? ddp_.get() : nullptr;
+    const uint64_t seed = config.train.seed;
     replicas_.push_back(make_model(
-        config.model, *builder_, [&keep](int m) { return keep[m]; }));
-    replicas_.back()->init(config.train.seed);
+        config.model,
+        *builder_,
+        [&keep, ddp, seed](int m, const std::vector<Parameter*>& params) {
+          if (!keep[m])
+            return false;
+          for (Parameter* q : params)
+            init_parameter(*q, seed);
+          if (ddp)
+            ddp->adopt(m, params);
+          return true;
+        }));
   }
   if (NDT_FAULT(kParamRenamed) && (dp_ > 1 || p.pp > 1 || p.tp > 1)) {
     all_params_.back().name += ".renamed";
@@ -126,26 +163,8 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
     }
   }
   schedule_ = make_lr_schedule(config, data_.train_size());
-  // Sequence-parallel ranks see a share of every sample's tokens, and the
-  // mode's replica axes (2.5D's depth) other samples: their gradients are
-  // summed with the data-parallel replicas', as one reduction.
-  std::vector<std::string> candidates = {"dp"};
-  for (const std::string& a : mode_->replica_axes()) {
-    if (!NDT_FAULT(kTp2p5dSkipDepthReduce))
-      candidates.push_back(a);
-  }
-  if (!NDT_FAULT(kSpSkipGradReduce))
-    candidates.push_back("sp");
-  for (const std::string& a : candidates) {
-    if (mesh.size(a) > 1)
-      grad_axes_.push_back(a);
-  }
-  if (!threads_ && !grad_axes_.empty()) {
-    ddp_ = std::make_unique<DistributedDataParallel>(
-        *replicas_[0],
-        mesh.group(grad_axes_),
-        static_cast<int64_t>(p.bucket_mb * (1 << 20)),
-        p.zero);
+  if (ddp_) {
+    ddp_->attach(*replicas_[0]);
     ddp_->check_replicas_identical();
     std::vector<std::string> peers;  // the other axes but the pipeline's
     for (const std::string& a : mesh.names()) {

@@ -305,6 +305,34 @@ TEST(ModelRange, RecomputeIsExactAndHoldsFewerActivations) {
   }
 }
 
+TEST(ModelRange, EvaluationHoldsOnlyTheActivationPassedOn) {
+  // In evaluation no backward reads what a module saves: when module m
+  // begins, the activations alive are at most module m-1's output (in
+  // training, every earlier module's saved tensors too).
+  for (Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    auto model = c.build(nullptr);
+    model->init(kSeed);
+    const int64_t batch = c.input.dim(0);
+    const int64_t before = act_bytes();
+    std::vector<int64_t> live;
+    model->on_forward_begin = [&](int) {
+      live.push_back(act_bytes() - before);
+    };
+    Context ctx;
+    set_run(ctx);
+    LossStats stats;
+    model->forward_eval(c.input, c.targets, ctx, stats);
+    ASSERT_EQ(static_cast<int>(live.size()), model->num_modules());
+    for (int m = 1; m < model->num_modules(); ++m) {
+      const int64_t out = batch * shape_numel(model->sample_shapes[m - 1]);
+      EXPECT_LE(live[m], static_cast<int64_t>(mem_block_bytes(size_t(out) * 4)))
+          << "activation bytes alive when module " << m << " begins";
+    }
+    EXPECT_EQ(act_bytes(), before);
+  }
+}
+
 TEST(ModelRange, RecomputeIsOffInEvaluation) {
   // forward_range in eval mode keeps nothing to recompute.
   auto model = cases()[0].build(nullptr);
@@ -335,7 +363,8 @@ std::vector<int64_t> module_param_bytes(const Case& c, int modules) {
   std::vector<int64_t> out;
   for (int k = 0; k < modules; ++k) {
     const int64_t before = param_bytes();
-    auto m = c.build([k](int x) { return x == k; });
+    auto m =
+        c.build([k](int x, const std::vector<Parameter*>&) { return x == k; });
     out.push_back(param_bytes() - before);
   }
   return out;
@@ -358,7 +387,8 @@ TEST(ModelRange, BuildKeepsOnlyItsModules) {
   const std::vector<bool> keep = {false, true, false, true, false};
   before = param_bytes();
   memory_reset_peaks();
-  auto model = c.build([&keep](int m) { return keep[m]; });
+  auto model = c.build(
+      [&keep](int m, const std::vector<Parameter*>&) { return keep[m]; });
   model->init(kSeed);
   // The build holds the kept modules and at most the one being built: its
   // peak is the largest of (modules kept before m) + module m.
@@ -422,8 +452,10 @@ TEST(ModelRange, PrunedReplicasReproduceWholeModel) {
   full->forward_backward(c.input, c.targets, ctx, kScale, want);
   const auto want_grads = grads_of(*full);
 
-  auto first = c.build([](int m) { return m <= 2; });
-  auto second = c.build([](int m) { return m >= 3; });
+  auto first =
+      c.build([](int m, const std::vector<Parameter*>&) { return m <= 2; });
+  auto second =
+      c.build([](int m, const std::vector<Parameter*>&) { return m >= 3; });
   first->init(kSeed);
   second->init(kSeed);
   Context a, b;

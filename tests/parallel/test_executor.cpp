@@ -127,7 +127,7 @@ Workload mlp_workload() {
 
 // The modules of a pipeline rank's chunks.
 KeepModule held_by(const std::vector<ModuleRange>& chunks) {
-  return [chunks](int m) {
+  return [chunks](int m, const std::vector<Parameter*>&) {
     for (const ModuleRange& r : chunks) {
       if (m >= r.first && m <= r.last)
         return true;

@@ -17,8 +17,10 @@
 # parallel ranks (sp=2 x tp=2) -> serial, and ZeRO stage 2 (gradients
 # sharded too, 2 micro-batches) at dp=2 -> stage 1 at dp=2 x pp=2, and
 # serial -> stage 2 at dp=4, and ZeRO stage 3 (parameters sharded too;
-# the writer gathers them from their owners) at dp=2 -> serial, and
-# serial -> stage 3 at dp=2 x tp=2.
+# the writer gathers them from their owners) at dp=2 -> serial, serial ->
+# stage 3 at dp=2 x tp=2 and back, and stage 3 at dp=2 x interleaved pp=2
+# (each pipeline rank holds two chunks, so the parameters reach the writer
+# from alternating ranks) -> serial.
 # Usage: checkpoint_layouts.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -154,4 +156,15 @@ run 4 "$work/serial_to_zero3_tp" parallel.dp=2 parallel.tp=2 "${zero3[@]}" \
   train.resume="$work/serial/checkpoints/step-3"
 compare "serial -> zero stage 3 dp=2 x tp=2" "$work/serial" \
   "$work/serial_to_zero3_tp" || exit 1
+run 4 "$work/zero3_tp" parallel.dp=2 parallel.tp=2 "${zero3[@]}"
+run 1 "$work/zero3_tp_to_serial" \
+  train.resume="$work/zero3_tp/checkpoints/step-3"
+compare "zero stage 3 dp=2 x tp=2 -> serial" "$work/zero3_tp" \
+  "$work/zero3_tp_to_serial" || exit 1
+run 4 "$work/zero3_interleaved" parallel.dp=2 parallel.pp=2 \
+  parallel.pp_chunks=2 parallel.schedule=interleaved "${zero3[@]}"
+run 1 "$work/zero3_interleaved_to_serial" \
+  train.resume="$work/zero3_interleaved/checkpoints/step-3"
+compare "zero stage 3 dp=2 x interleaved pp=2 -> serial" \
+  "$work/zero3_interleaved" "$work/zero3_interleaved_to_serial" || exit 1
 echo PASS

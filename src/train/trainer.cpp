@@ -237,6 +237,13 @@ TrainSummary run_training(
         << ", recompute " << to_string(p.recompute) << "; blocks per stage";
     for (int n : engine.stage_blocks())
       out << " " << n;
+    // What each stage builds and holds (before tensor-parallel splits).
+    std::vector<int64_t> held(pp, 0);
+    for (const ParamInfo& info : engine.all_parameters())
+      held[info.pp_rank] += shape_numel(info.shape);
+    out << "; parameters per stage";
+    for (int64_t n : held)
+      out << " " << n;
     out << (dp > 1 ? "; data parallel x" + std::to_string(dp) : "") << "\n";
   }
   if (engine.ddp() && engine.ddp()->shards_optimizer()) {

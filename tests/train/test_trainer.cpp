@@ -207,6 +207,42 @@ TEST(TrainLoop, Zero3ReportsTheRanksParameters) {
       << text;
 }
 
+// A pipeline's start-up line: the blocks and the parameters of each stage
+// (GPT width 32, 4 blocks of 8544 parameters; the input layer's 2560 on
+// the first stage, the head's 2112 on the last).
+TEST(TrainLoop, PipelineReportsEachStagesParameters) {
+  const std::string dir = temp_dir("pipeline");
+  const Config c = small_config(
+      {"model.kind=gpt",
+       "model.dim=32",
+       "model.depth=4",
+       "model.heads=4",
+       "model.mlp_dim=64",
+       "model.seq_len=16",
+       "model.vocab=64",
+       "data.name=synthetic",
+       "train.steps=2",
+       "train.batch_size=8",
+       "train.threads=1",
+       "parallel.pp=2",
+       "parallel.microbatches=2",
+       "run.dir=" + dir});
+  std::ostringstream log;
+  run_local(2, [&](ProcessGroup& pg) {
+    const std::unique_ptr<Mesh> mesh = make_layout_mesh(pg, c);
+    std::ostringstream quiet;
+    TrainOptions o;
+    o.out = pg.rank() == 0 ? &log : &quiet;
+    run_training(c, o, *mesh);
+  });
+  fs::remove_all(dir);
+  EXPECT_NE(
+      log.str().find("; blocks per stage 2 2; parameters per stage 19648 "
+                     "19200\n"),
+      std::string::npos)
+      << log.str();
+}
+
 TEST(TrainLoop, MlpLearnsFashionMnist) {
   const std::string dir = temp_dir("learn");
   Config c = small_config(

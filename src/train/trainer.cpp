@@ -192,6 +192,13 @@ TrainSummary run_training(
   if (lead)
     check_run_dir(config);
   DataSource data(config);
+  // Every rank measures at the same time, so on a shared (oversubscribed)
+  // machine each sees its share of the cores, as during training; and
+  // before the model is built, so that the measurement's matrices (27 MiB)
+  // never sit on top of the model's memory (train.mem_cap_mb).
+  mesh.world().barrier();
+  const double peak = measure_fma_peak_gflops();
+  const double sgemm = measure_sgemm_peak_gflops();
   Engine engine(config, data, mesh);
   Model& model = engine.model();
 
@@ -203,11 +210,6 @@ TrainSummary run_training(
   for (const ParamInfo& p : engine.all_parameters())
     n_params += shape_numel(p.shape);
   const double flops_per_step = model.flops_per_sample * B;
-  // Every rank measures at the same time, so on a shared (oversubscribed)
-  // machine each sees its share of the cores, as during training.
-  mesh.world().barrier();
-  const double peak = measure_fma_peak_gflops();
-  const double sgemm = measure_sgemm_peak_gflops();
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
       << "ndtrain: FMA peak " << static_cast<int>(peak) << " GFLOP/s"
       << (ranks > 1 ? " per rank" : "") << " (MFU's denominator), sgemm "

@@ -11,7 +11,7 @@
 #   pp4: GPT width 384, 8 blocks (14.3M parameters, values and gradients
 #        109 MiB), a 4-stage pipeline (about 60 MiB per rank);
 #   zero3: GPT width 256, 16 blocks (12.7M parameters, 97 MiB), dp=4 with
-#        ZeRO stage 3 and 1 MiB buckets (peak 95 MiB per rank; 115 MiB
+#        ZeRO stage 3 and 1 MiB buckets (peak 79 MiB per rank; 115 MiB
 #        when every rank built the whole model first).
 # Usage: memory_under_cap.sh NDTRAIN_BINARY SOURCE_DIR
 set -u

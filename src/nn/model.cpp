@@ -85,6 +85,7 @@ void Model::add_head(std::unique_ptr<LossHead> h) {
   h->collect_parameters(params);
   if (describe(num_modules() - 1, params))
     head = std::move(h);
+  keep_ = nullptr;  // the build is complete: nothing it captured is needed
 }
 
 const std::vector<ParamDesc>& Model::described(int m) const {

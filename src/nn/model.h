@@ -72,8 +72,9 @@ class Model {
   std::function<void()> on_comm_poll;
 
   // The build adds the input layer, then each block in order, then the
-  // head. A module the KeepModule refuses is described (described()) and
-  // freed at once; its slot stays null (has_module() is false).
+  // head (which ends the build: the KeepModule is released). A module the
+  // KeepModule refuses is described (described()) and freed at once; its slot
+  // stays null (has_module() is false).
   void add_embed(std::unique_ptr<Module> m);
   void add_block(std::unique_ptr<Module> m);
   void add_head(std::unique_ptr<LossHead> h);

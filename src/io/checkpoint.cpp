@@ -254,18 +254,17 @@ CheckpointWriter::CheckpointWriter(
         std::move(optimizer),
         std::map<std::string, std::string>{});
   } catch (...) {
-    optimizer_.reset();
-    optimizer_file_.reset();
-    model_.reset();
-    model_file_.reset();
-    remove_quietly(tmp_dir_);
+    discard();
     throw;
   }
 }
 
 CheckpointWriter::~CheckpointWriter() {
-  if (finished_)
-    return;
+  if (!finished_)
+    discard();
+}
+
+void CheckpointWriter::discard() {
   optimizer_.reset();
   optimizer_file_.reset();
   model_.reset();

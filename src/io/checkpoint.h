@@ -64,6 +64,9 @@ class CheckpointWriter {
   std::string finish(nlohmann::json manifest);
 
  private:
+  // Closes the files and removes the temp directory.
+  void discard();
+
   std::string final_dir_;
   std::string tmp_dir_;
   int64_t step_ = 0;

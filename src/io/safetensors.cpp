@@ -100,6 +100,25 @@ class Invalid {
   const std::string& path_;
 };
 
+// Reads exactly `bytes` bytes at `offset` or fails naming the read.
+void read_or_fail(
+    int fd,
+    void* dst,
+    uint64_t bytes,
+    uint64_t offset,
+    const Invalid& invalid) {
+  int err = 0;
+  if (!pread_all(fd, dst, bytes, offset, &err)) {
+    invalid.fail(
+        "read of ",
+        bytes,
+        " bytes at offset ",
+        offset,
+        " failed: ",
+        err ? std::system_category().message(err) : "unexpected end of file");
+  }
+}
+
 // Parses the header, rejecting duplicate keys (nlohmann keeps the last one
 // silently, which would hide a duplicated tensor name).
 json parse_header(const std::string& text, const Invalid& invalid) {
@@ -493,18 +512,6 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     invalid.fail("not a regular file");
   }
   uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  int err = 0;
-  auto read_or_fail = [&](void* dst, uint64_t bytes, uint64_t offset) {
-    if (!pread_all(fd, dst, bytes, offset, &err)) {
-      invalid.fail(
-          "read of ",
-          bytes,
-          " bytes at offset ",
-          offset,
-          " failed: ",
-          err ? std::system_category().message(err) : "unexpected end of file");
-    }
-  };
 
   if (file_bytes < 8) {
     invalid.fail(
@@ -513,7 +520,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
         " bytes, shorter than the 8-byte header length");
   }
   unsigned char len[8];
-  read_or_fail(len, 8, 0);
+  read_or_fail(fd, len, 8, 0, invalid);
   uint64_t header_bytes = 0;
   for (int i = 0; i < 8; ++i)
     header_bytes |= uint64_t{len[i]} << (8 * i);
@@ -534,7 +541,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
         " bytes");
   }
   std::string text(header_bytes, '\0');
-  read_or_fail(text.data(), header_bytes, 8);
+  read_or_fail(fd, text.data(), header_bytes, 8, invalid);
   json header = parse_header(text, invalid);
 
   uint64_t data_start = 8 + header_bytes;
@@ -618,16 +625,8 @@ Tensor SafetensorsReader::read(size_t i) const {
   const TensorSpec& spec = specs_[i];
   Tensor t(spec.shape, MemTag::kOther, spec.dtype);
   const uint64_t bytes = static_cast<uint64_t>(t.numel()) * kElemBytes;
-  int err = 0;
-  if (bytes > 0 && !pread_all(fd_, tensor_bytes(t), bytes, offsets_[i], &err)) {
-    Invalid(path_).fail(
-        "read of ",
-        bytes,
-        " bytes at offset ",
-        offsets_[i],
-        " failed: ",
-        err ? std::system_category().message(err) : "unexpected end of file");
-  }
+  if (bytes > 0)
+    read_or_fail(fd_, tensor_bytes(t), bytes, offsets_[i], Invalid(path_));
   return t;
 }
 

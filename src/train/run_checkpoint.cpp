@@ -186,35 +186,33 @@ std::vector<Tensor> whole_tensors(
     const std::map<std::string, Tensor>& state) {
   Mesh& mesh = engine.mesh();
   const DistributedDataParallel* ddp = engine.ddp();
+  const bool sharded = ddp && ddp->shards_optimizer();
+  const int owner = sharded ? ddp->owner(p) : 0;
   std::vector<Tensor> local;
-  if (ddp && ddp->shards_optimizer()) {
-    ProcessGroup& g = ddp->group();
-    const int owner = ddp->owner(p);
-    const bool values = ddp->zero_stage() == 3;
-    if (owner == g.rank()) {
-      local.push_back(p.value);
-      for (const std::string& suffix : suffixes)
-        local.push_back(state.at(p.name + suffix));
-      if (g.rank() != 0) {
-        for (size_t i = values ? 0 : 1; i < local.size(); ++i)
-          g.send(local[i].data(), local[i].numel(), 0, kTagCheckpoint);
-        return {};
-      }
-    } else if (g.rank() == 0) {
-      local.push_back(p.value);  // stage 3: replaced by the owner's
-      for (size_t i = 0; i < suffixes.size(); ++i)
-        local.emplace_back(p.value.shape(), MemTag::kComm);
-      if (values)
-        local[0] = Tensor(p.value.shape(), MemTag::kComm);
-      for (size_t i = values ? 0 : 1; i < local.size(); ++i)
-        g.recv(local[i].data(), local[i].numel(), owner, kTagCheckpoint);
-    } else {
-      return {};
-    }
-  } else {
+  if (!sharded || owner == ddp->group().rank()) {
     local.push_back(p.value);
     for (const std::string& suffix : suffixes)
       local.push_back(state.at(p.name + suffix));
+  }
+  if (sharded) {
+    ProcessGroup& g = ddp->group();
+    // Stage 3: the value moves too; stages 1 and 2 replicate it.
+    const size_t first = ddp->zero_stage() == 3 ? 0 : 1;
+    if (owner != 0 && g.rank() == owner) {
+      for (size_t i = first; i < local.size(); ++i)
+        g.send(local[i].data(), local[i].numel(), 0, kTagCheckpoint);
+      return {};
+    }
+    if (owner != 0 && g.rank() == 0) {
+      local.push_back(
+          first == 0 ? Tensor(p.value.shape(), MemTag::kComm) : p.value);
+      for (size_t i = 0; i < suffixes.size(); ++i)
+        local.emplace_back(p.value.shape(), MemTag::kComm);
+      for (size_t i = first; i < local.size(); ++i)
+        g.recv(local[i].data(), local[i].numel(), owner, kTagCheckpoint);
+    }
+    if (g.rank() != 0)
+      return {};
   }
   if (!gathers(p, mesh))
     return {};
@@ -393,8 +391,9 @@ int64_t load_run_checkpoint(
   // those this rank updates.
   const SafetensorsReader& states = ck.optimizer();
   NamedState state;
+  const std::vector<std::string> suffixes = engine.optimizer().state_suffixes();
   for (Parameter* p : engine.optimizer().parameters()) {
-    for (const std::string& suffix : engine.optimizer().state_suffixes()) {
+    for (const std::string& suffix : suffixes) {
       const std::string name = p->name + suffix;
       const int64_t i = states.find(name);
       NDT_CHECK(

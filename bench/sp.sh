@@ -12,7 +12,8 @@
 #    step model (plan/step_comm.h, plan/sp_comm.h).
 # 2. Longest sequence: for the serial engine (1 rank), each core at sp = 2
 #    and 4, and 1D tensor parallelism with sequence-split regions
-#    (parallel.tp_seq) at tp = 2 and 4, the longest model.seq_len (a
+#    (parallel.tp_seq) at tp = 2 and 4, and ring and Ulysses at sp = 2
+#    inside tp = 2 with tp_seq (4 ranks), the longest model.seq_len (a
 #    multiple of 64) whose training step fits under the cap: doubling from
 #    256, then bisection. A probe is two `ndtrain bench` steps (the second
 #    holds the optimizer state the first step creates beside the
@@ -155,6 +156,8 @@ layouts=(
   "4 ring parallel.sp=4 parallel.sp_attention=ring"
   "4 ulysses parallel.sp=4 parallel.sp_attention=ulysses"
   "4 tp_seq parallel.tp=4 parallel.tp_seq=true"
+  "4 ring+tp_seq parallel.sp=2 parallel.sp_attention=ring parallel.tp=2 parallel.tp_seq=true"
+  "4 ulysses+tp_seq parallel.sp=2 parallel.sp_attention=ulysses parallel.tp=2 parallel.tp_seq=true"
 )
 declare -A maxlen
 for spec in "${layouts[@]}"; do
@@ -174,7 +177,7 @@ echo
 base=${maxlen["1 serial"]}
 echo "GPT (dim 128, 2 blocks, 4 heads, batch 1), cap $CAP MiB per rank;" \
      "step times with 1 thread per rank on $(nproc --all) cores, median of $ITERS:"
-printf '%-5s %-8s %10s %8s %12s %10s %14s %14s\n' ranks layout max_seq \
+printf '%-5s %-16s %10s %8s %12s %10s %14s %14s\n' ranks layout max_seq \
   vs_serial ms_at_max peak_MiB "ms_at_${base}" "peak_MiB_${base}"
 for spec in "${layouts[@]}"; do
   read -r np name args <<<"$spec"
@@ -183,7 +186,7 @@ for spec in "${layouts[@]}"; do
   read -r ms peak <<<"$(step "$np" "$n" $args)"
   # shellcheck disable=SC2086
   read -r ms0 peak0 <<<"$(step "$np" "$base" $args)"
-  printf '%-5s %-8s %10s %8.2f %12s %10s %14s %14s\n' "$np" "$name" "$n" \
+  printf '%-5s %-16s %10s %8.2f %12s %10s %14s %14s\n' "$np" "$name" "$n" \
     "$(/usr/bin/python3 -c "print($n / max($base, 1))")" "$ms" "$peak" \
     "$ms0" "$peak0"
 done

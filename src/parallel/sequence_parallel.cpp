@@ -16,21 +16,18 @@ void check_sequence_parallel(const Config& c) {
       p.sp,
       ": model.kind mlp has no token sequence to split; use model.kind vit "
       "or gpt, or parallel.sp=1");
-  // With tensor parallelism: 1D's head split without its token split
-  // (every core then runs on each tensor-parallel rank's heads).
+  // With tensor parallelism: 1D's head split, with or without its token
+  // split (every core then runs on each tensor-parallel rank's heads).
   NDT_CHECK(
-      p.tp == 1 || (p.tp_mode == TpMode::k1d && !p.tp_seq),
+      p.tp == 1 || p.tp_mode == TpMode::k1d,
       ConfigError,
       "parallel.sp=",
       p.sp,
       " with parallel.tp=",
       p.tp,
       ": sequence parallelism combines with tensor parallelism only as "
-      "parallel.tp_mode=1d with parallel.tp_seq=false (this config: "
-      "tp_mode=",
+      "parallel.tp_mode=1d (this config: tp_mode=",
       to_string(p.tp_mode),
-      ", tp_seq=",
-      p.tp_seq ? "true" : "false",
       ")");
   NDT_CHECK(
       p.dp == 1 || p.dp_mode == DpMode::kMpi,
@@ -113,7 +110,8 @@ std::unique_ptr<Builder> make_sequence_parallel_builder(
       mesh.group("sp"),
       config.parallel.sp_attention,
       sequence_shard(config, mesh),
-      mesh.group("tp"));
+      mesh.group("tp"),
+      config.parallel.tp > 1 && config.parallel.tp_seq);
 }
 
 }  // namespace ndt

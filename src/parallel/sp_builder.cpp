@@ -5,6 +5,7 @@
 #include "parallel/ring_self_attention.h"
 #include "parallel/sp_dropout.h"
 #include "parallel/sp_embedding.h"
+#include "parallel/token_split_layers.h"
 #include "parallel/tp1d_builder.h"
 #include "parallel/tp1d_embedding.h"
 #include "parallel/ulysses_attention.h"
@@ -67,10 +68,17 @@ SpBuilder::SpBuilder(
     ProcessGroup& sp,
     SpAttention attention,
     const SeqShard& shard,
-    ProcessGroup& tp)
-    : sp_(sp), attention_(attention), shard_(shard), tp_(tp) {
+    ProcessGroup& tp,
+    bool token_split)
+    : sp_(sp),
+      attention_(attention),
+      shard_(shard),
+      tp_(tp),
+      token_split_(token_split) {
+  NDT_ASSERT(!token_split || tp.size() > 1, "token split without tp");
   if (tp.size() > 1) {
-    per_token_ = std::make_unique<Tp1dBuilder>(tp, false, shard.T_local());
+    per_token_ =
+        std::make_unique<Tp1dBuilder>(tp, token_split, shard.T_local());
   } else {
     per_token_ = std::make_unique<SerialBuilder>();
   }
@@ -132,21 +140,27 @@ std::unique_ptr<Module> SpBuilder::attention_core(int heads, bool causal) {
 }
 
 std::unique_ptr<Module> SpBuilder::dropout(const std::string& name, float p) {
+  if (token_split_)
+    return std::make_unique<SpDropout>(name, p, shard_, tp_.rank(), tp_.size());
   return std::make_unique<SpDropout>(name, p, shard_);
 }
 
 std::unique_ptr<LossHead> SpBuilder::classifier_head(
     const ClassifierHeadOptions& options) {
   NDT_ASSERT(options.pool != HeadPool::kNone, "classifier head on tokens");
-  return std::make_unique<RootHead>(
-      serial_.classifier_head(options), sp_, shard_);
+  auto root =
+      std::make_unique<RootHead>(serial_.classifier_head(options), sp_, shard_);
+  if (token_split_)
+    return std::make_unique<GatheredHead>(
+        std::move(root), tp_, shard_.T_local());
+  return root;
 }
 
 std::unique_ptr<Module> SpBuilder::token_embedding(
     const std::string& name, int vocab, int seq_len, int C, float init_std) {
   if (tp_.size() > 1) {
     return std::make_unique<VocabParallelEmbedding>(
-        name, vocab, seq_len, C, init_std, tp_, false, shard_);
+        name, vocab, seq_len, C, init_std, tp_, token_split_, shard_);
   }
   return std::make_unique<SpTokenEmbedding>(
       name, vocab, seq_len, C, init_std, shard_);
@@ -154,7 +168,11 @@ std::unique_ptr<Module> SpBuilder::token_embedding(
 
 std::unique_ptr<Module> SpBuilder::patch_embedding(
     const PatchEmbeddingOptions& options) {
-  return std::make_unique<SpTokensOf>(serial_.patch_embedding(options), shard_);
+  auto mine =
+      std::make_unique<SpTokensOf>(serial_.patch_embedding(options), shard_);
+  if (token_split_)
+    return std::make_unique<SplitOutput>(std::move(mine), tp_);
+  return mine;
 }
 
 }  // namespace ndt

@@ -5,22 +5,28 @@
 // is replicated over sp, and since each rank sees only its tokens, the
 // engine sums the gradients over sp (with dp).
 //
-// With 1D tensor parallelism (tp > 1, without its token split;
-// sequence_parallel.h checks the config) the per-token layers are
-// Tp1dBuilder's on my tokens, the attention core (any of the three) runs
-// on heads / tp heads and the token embedding is vocabulary-parallel at
-// global positions.
+// With 1D tensor parallelism (tp > 1; sequence_parallel.h checks the
+// config) the per-token layers are Tp1dBuilder's on my tokens, the
+// attention core (any of the three) runs on heads / tp heads and the token
+// embedding is vocabulary-parallel at global positions. With its
+// sequence-split regions as well (parallel.tp_seq) the activations outside
+// attention and MLP are block tp-rank of my B T_local tokens,
+// [B T_local / tp, C] (parallel/regions.h): the linears gather and scatter
+// them over tp as alone, dropout draws the serial mask of that block, the
+// patch embedding keeps it, and the classifier head gathers it over tp
+// before its gather over sp.
 //
 //   layer              built                                comm
 //   linear, layernorm  serial, or Tp1dBuilder's (tp > 1)    tp: 1D's
 //   attention_core     RingSelfAttention | RingAttention |  sp: per
 //                      UlyssesAttention (parallel.sp_attention) algorithm
 //   dropout            SpDropout (the serial mask of my      -
-//                      tokens)
+//                      tokens, or of my tp block of them)
 //   token_embedding    SpTokenEmbedding (global positions;  tp: 1D's
 //                      the data path gives my tokens), or
 //                      VocabParallelEmbedding at them (tp > 1)
-//   patch_embedding    SpTokensOf(serial): my tokens         -
+//   patch_embedding    SpTokensOf(serial): my tokens (and    -
+//                      SplitOutput over tp: tp_seq)
 //   lm_head            serial, or VocabParallelLmHead (tp), tp: 1D's
 //                      on my tokens (loss over my tokens;
 //                      the engine sums over sp)
@@ -43,12 +49,14 @@ namespace ndt {
 class SpBuilder final : public Builder {
  public:
   // shard: my tokens of every sample (rank and size of `sp`); tp: the 1D
-  // tensor-parallel group (one rank: none).
+  // tensor-parallel group (one rank: none); token_split: its sequence-split
+  // regions (parallel.tp_seq; needs tp > 1).
   SpBuilder(
       ProcessGroup& sp,
       SpAttention attention,
       const SeqShard& shard,
-      ProcessGroup& tp);
+      ProcessGroup& tp,
+      bool token_split = false);
 
   std::unique_ptr<Module> linear(
       const std::string& name,
@@ -78,6 +86,7 @@ class SpBuilder final : public Builder {
   SpAttention attention_;
   SeqShard shard_;
   ProcessGroup& tp_;
+  bool token_split_;
   SerialBuilder serial_;
   std::unique_ptr<Builder> per_token_;  // linear, layernorm, lm_head
 };

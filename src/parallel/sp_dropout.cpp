@@ -1,37 +1,62 @@
 #include "parallel/sp_dropout.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "ops/ops.h"
 
 namespace ndt {
 
-SpDropout::SpDropout(const std::string& name, float p, const SeqShard& shard)
-    : Dropout(name, p), shard_(shard) {}
+SpDropout::SpDropout(
+    const std::string& name,
+    float p,
+    const SeqShard& shard,
+    int part,
+    int parts)
+    : Dropout(name, p), shard_(shard), part_(part), parts_(parts) {
+  NDT_ASSERT(parts >= 1 && part >= 0 && part < parts, part, " of ", parts);
+}
 
 Tensor SpDropout::apply(const Tensor& x, const RunState& run, bool grad) const {
+  const int64_t Tl = shard_.T_local(), C = x.dim(-1);
   NDT_ASSERT(
-      x.ndim() == 3 && x.dim(1) == shard_.T_local(),
+      parts_ > 1 ? x.ndim() == 2 : x.ndim() == 3 && x.dim(1) == Tl,
       "sequence-parallel dropout input ",
       shape_str(x.shape()),
       " for ",
-      shard_.T_local(),
-      " tokens");
-  const int64_t B = x.dim(0), Tl = x.dim(1), C = x.dim(2);
+      Tl,
+      " tokens per sample in ",
+      parts_,
+      " parts");
+  // x's rows are the flattened (sample, local position) tokens [first,
+  // first + rows).
+  const int64_t rows = x.numel() / C;
+  const int64_t first = part_ * rows;
   const uint64_t k = key(run);
   Tensor y(x.shape(), MemTag::kActs);
-  for (int64_t b = 0; b < B; ++b) {
-    for (const TokenRun& r : shard_.runs()) {
-      const int64_t at = (b * Tl + r.local) * C;
-      const Tensor xs = x.slice(at, {r.length * C});
-      Tensor ys = y.slice(at, {r.length * C});
-      // The element's index in the step's global [B, T, C] batch.
-      const uint64_t offset = static_cast<uint64_t>(
-          ((run.sample_offset + b) * shard_.T_global() + r.global) * C);
-      if (grad)
-        ops::dropout_backward(ys, xs, p(), k, offset);
-      else
-        ops::dropout_forward(ys, xs, p(), k, offset);
-    }
+  int64_t f = first;
+  while (f < first + rows) {
+    const int64_t b = f / Tl, l = f % Tl;
+    const auto r = std::find_if(
+        shard_.runs().begin(), shard_.runs().end(), [&](const TokenRun& t) {
+          return l >= t.local && l < t.local + t.length;
+        });
+    NDT_ASSERT(r != shard_.runs().end(), "local token ", l, " in no run");
+    // Tokens [f, f + n) are consecutive global positions of sample b.
+    const int64_t n = std::min(r->local + r->length - l, first + rows - f);
+    const int64_t at = (f - first) * C;
+    const Tensor xs = x.slice(at, {n * C});
+    Tensor ys = y.slice(at, {n * C});
+    // The element's index in the step's global [B, T, C] batch.
+    const uint64_t offset = static_cast<uint64_t>(
+        ((run.sample_offset + b) * shard_.T_global() + r->global + l -
+         r->local) *
+        C);
+    if (grad)
+      ops::dropout_backward(ys, xs, p(), k, offset);
+    else
+      ops::dropout_forward(ys, xs, p(), k, offset);
+    f += n;
   }
   return y;
 }

@@ -5,6 +5,10 @@
 //
 //   x, y  [B, T_local, C]   my tokens of B samples (global index of the
 //                           first: RunState::sample_offset)
+//         [B T_local / parts, C]   inside 1D tensor parallelism's token
+//                           split (parallel.tp_seq, parallel/regions.h):
+//                           block `part` of the B T_local tokens
+//                           flattened in (sample, position) order
 // No communication; no parameters.
 #pragma once
 
@@ -17,7 +21,13 @@ namespace ndt {
 
 class SpDropout final : public Dropout {
  public:
-  SpDropout(const std::string& name, float p, const SeqShard& shard);
+  // part / parts: the tp rank and size of a token split (0 / 1: none).
+  SpDropout(
+      const std::string& name,
+      float p,
+      const SeqShard& shard,
+      int part = 0,
+      int parts = 1);
   Tensor forward(const Tensor& x, Context& ctx) override;
   Tensor backward(const Tensor& dy, Context& ctx) override;
 
@@ -25,6 +35,8 @@ class SpDropout final : public Dropout {
   // y = dropout(x) (backward: the same mask on dy), run by run.
   Tensor apply(const Tensor& x, const RunState& run, bool grad) const;
   SeqShard shard_;
+  int part_;
+  int parts_;
 };
 
 }  // namespace ndt

@@ -82,18 +82,28 @@ void check_tp1d(const Config& c) {
         "padding is done)");
   }
   if (p.tp_seq) {
-    const int64_t T = model_tokens(m);
+    // Under sequence parallelism the split cuts each sp rank's tokens (an
+    // uneven sp split is sequence_parallel.h's error).
+    const int64_t T_all = model_tokens(m);
+    const bool sp = p.sp > 1 && T_all % p.sp == 0;
+    const int64_t T = sp ? T_all / p.sp : T_all;
     const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
     NDT_CHECK(
         micro * T % p.tp == 0,
         ConfigError,
-        "parallel.tp_seq splits each micro-batch's tokens over parallel.tp (",
+        "parallel.tp_seq splits each micro-batch's tokens",
+        sp ? " on a sequence-parallel rank" : "",
+        " over parallel.tp (",
         p.tp,
         ") ranks: ",
         micro,
         " samples x ",
         T,
-        " tokens = ",
+        " tokens",
+        sp ? " (" + std::to_string(T_all) + " / parallel.sp " +
+                 std::to_string(p.sp) + ")"
+           : "",
+        " = ",
         micro * T,
         " is not divisible by ",
         p.tp);

@@ -5,68 +5,13 @@
 #include "nn/dropout.h"
 #include "nn/layernorm.h"
 #include "parallel/group_grad_sum.h"
-#include "parallel/regions.h"
+#include "parallel/token_split_layers.h"
 #include "parallel/tp1d_embedding.h"
 #include "parallel/tp1d_linear.h"
 #include "parallel/tp1d_lm_head.h"
 #include "parallel/tp1d_norm.h"
 
 namespace ndt {
-namespace {
-
-// A replicated module whose output is cut to my tokens (token split):
-// forward runs it and keeps my tokens, backward all-gathers the gradient.
-class SplitOutput final : public Module {
- public:
-  SplitOutput(std::unique_ptr<Module> inner, ProcessGroup& tp)
-      : inner_(std::move(inner)), split_(tp) {}
-  Tensor forward(const Tensor& x, Context& ctx) override {
-    ctx.child(0).need_input_grad = ctx.need_input_grad;
-    return split_.forward(inner_->forward(x, ctx.child(0)), ctx.child(1));
-  }
-  Tensor backward(const Tensor& dy, Context& ctx) override {
-    return inner_->backward(split_.backward(dy, ctx.child(1)), ctx.child(0));
-  }
-  void collect_parameters(std::vector<Parameter*>& out) override {
-    inner_->collect_parameters(out);
-  }
-
- private:
-  std::unique_ptr<Module> inner_;
-  SplitTokens split_;
-};
-
-// A replicated loss head fed all tokens (token split): forward all-gathers
-// my tokens, backward keeps my tokens of its (replicated) input gradient.
-class GatheredHead final : public LossHead {
- public:
-  GatheredHead(
-      std::unique_ptr<LossHead> inner,
-      ProcessGroup& tp,
-      int64_t tokens_per_sample)
-      : inner_(std::move(inner)), gather_(tp, tokens_per_sample, false) {}
-  void forward(
-      const Tensor& x,
-      const Tensor& targets,
-      Context& ctx,
-      LossStats& stats) override {
-    inner_->forward(
-        gather_.forward(x, ctx.child(1)), targets, ctx.child(0), stats);
-  }
-  Tensor backward(Context& ctx, float scale) override {
-    return gather_.backward(
-        inner_->backward(ctx.child(0), scale), ctx.child(1));
-  }
-  void collect_parameters(std::vector<Parameter*>& out) override {
-    inner_->collect_parameters(out);
-  }
-
- private:
-  std::unique_ptr<LossHead> inner_;
-  GatherTokens gather_;
-};
-
-}  // namespace
 
 Tp1dBuilder::Tp1dBuilder(
     ProcessGroup& tp, bool token_split, int64_t tokens_per_sample)

@@ -63,11 +63,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(
           false,
           {Init::kNormal, init_std}),
       reduce_(tp),
-      scatter_(tp) {
-  NDT_ASSERT(
-      !(token_split && sp_tokens_),
-      "token split and sequence parallelism in one embedding");
-}
+      scatter_(tp) {}
 
 int64_t VocabParallelEmbedding::position(
     int64_t first, int64_t i, int64_t T) const {

@@ -20,9 +20,10 @@
 //
 // The positions are added after the reduction, once; in token-split mode
 // row j of rank r is global token g = r N/tp + j at position g mod T.
-// Under sequence parallelism (sp_tokens, no token split) the ids are my
-// tokens [B, T_local] of every sample and local token j sits at
-// sp_tokens->global_position(j).
+// Under sequence parallelism (sp_tokens) the ids are my tokens [B, T_local]
+// of every sample (T = T_local above) and local token j sits at
+// sp_tokens->global_position(j); a token split then cuts the B T_local
+// tokens of the sequence-parallel rank.
 #pragma once
 
 #include <optional>

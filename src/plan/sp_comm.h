@@ -14,8 +14,9 @@
 //
 // Weights are replicated over sp: their gradient reduction is data
 // parallelism's (step_comm.h adds "sp" to its group). With 1D tensor
-// parallelism its layers' communication on "tp" is mode_comm.h's on my
-// tokens (step_comm.h adds it).
+// parallelism (with or without its sequence-split regions) its layers'
+// communication on "tp" is mode_comm.h's on my tokens (step_comm.h adds
+// it).
 #pragma once
 
 #include <cstdint>

@@ -131,10 +131,9 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
         add(s, v, p.microbatches, true);
     }
     // Stages exchange the mode's block of each boundary activation (sp:
-    // my tokens').
-    const int split = p.sp > 1                                ? p.sp
-                      : p.tp_mode == TpMode::k1d && !p.tp_seq ? 1
-                                                              : p.tp;
+    // of my tokens').
+    const int mode_split = p.tp_mode == TpMode::k1d && !p.tp_seq ? 1 : p.tp;
+    const int split = p.sp * mode_split;
     s.groups["pp"] += pipeline_p2p_comm(shape, pl, pp_rank, mbs, split);
     s.groups["pp"].add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   } else {

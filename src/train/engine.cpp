@@ -196,8 +196,8 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         chunks_,
         p.pp * static_cast<int>(chunks_.size()),
         [&mode, this](const Shape& s) {
-          return sp_ > 1 ? sequence_local_activation(s, sp_)
-                         : mode.local_activation(s);
+          return mode.local_activation(
+              sp_ > 1 ? sequence_local_activation(s, sp_) : s);
         },
         [&mode, mesh_ptr](int64_t n) { return mode.sample_rows(*mesh_ptr, n); },
         ddp_.get(),

@@ -9,8 +9,10 @@
 # pp=2 x 2D (tp=4 on a 2 x 2 grid) -> serial and serial -> 2D, and 2.5D
 # (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial,
 # and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring),
-# -> serial and -> sp=2 x tp=2 (ring inside 1D), and ZeRO stage 1 (dp=2,
-# optimizer state on the ranks that own each bucket) -> serial, serial ->
+# -> serial, -> sp=2 x tp=2 (ring inside 1D) and -> sp=2 x tp=2 with
+# sequence-split regions (tp_seq, ring), that layout -> serial, and ZeRO
+# stage 1 (dp=2, optimizer state on the ranks that own each bucket) ->
+# serial, serial ->
 # ZeRO at dp=2, ZeRO dp=2 -> ZeRO dp=4 (other owners), ZeRO dp=2 x pp=2
 # -> serial, ZeRO dp=2 with one bucket per stage (rank 1 owns nothing) ->
 # serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
@@ -111,6 +113,14 @@ compare "sp=2 x tp=2 ulysses -> serial" "$work/sp2tp2" "$work/sp2tp2_to_serial" 
 run 4 "$work/sp2tp2_to_ring" parallel.sp=2 parallel.tp=2 \
   parallel.sp_attention=ring train.resume="$work/sp2tp2/checkpoints/step-3"
 compare "sp=2 x tp=2 ulysses -> sp=2 x tp=2 ring" "$work/sp2tp2" "$work/sp2tp2_to_ring" || exit 1
+seq=(parallel.sp=2 parallel.tp=2 parallel.tp_seq=true parallel.sp_attention=ring)
+run 4 "$work/sp2tp2_to_seq" "${seq[@]}" \
+  train.resume="$work/sp2tp2/checkpoints/step-3"
+compare "sp=2 x tp=2 ulysses -> sp=2 x tp=2 tp_seq ring" "$work/sp2tp2" "$work/sp2tp2_to_seq" || exit 1
+run 4 "$work/sp2tp2seq" "${seq[@]}"
+run 1 "$work/sp2tp2seq_to_serial" \
+  train.resume="$work/sp2tp2seq/checkpoints/step-3"
+compare "sp=2 x tp=2 tp_seq ring -> serial" "$work/sp2tp2seq" "$work/sp2tp2seq_to_serial" || exit 1
 zero=(parallel.zero=1 parallel.bucket_mb=0.01)
 run 2 "$work/zero" parallel.dp=2 "${zero[@]}"
 run 1 "$work/zero_to_serial" train.resume="$work/zero/checkpoints/step-3"

@@ -15,7 +15,8 @@
 // (tp=8) on the GPT and the ViT (class token and mean pooling), with LAMB,
 // dp=2 and pp=2 with recompute, sequence parallelism (each attention core
 // at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2; Ulysses
-// inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2),
+// inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2; each
+// core inside 1D with tp_seq, alone and in dp2 x pp2 x tp2 x sp2),
 // distributed data parallel over the dp group (several buckets, gradient
 // accumulation), pipelines (every schedule, interleaved chunks, recompute), and
 // their products, and ZeRO stage 1 in each kind of layout (the
@@ -372,6 +373,36 @@ std::vector<Case> cases() {
           "model.depth=4"})
       l.push_back(e);
     out.push_back({"gpt_dp2_pp2_sp2_tp2_ulysses", &kGpt, l});
+  }
+  // Each core inside 1D tensor parallelism with its sequence-split
+  // regions: the tp gathers and scatters cut each sp rank's tokens, and a
+  // pipeline's stages exchange [B T / (sp tp), C].
+  const std::vector<std::string> sp_tp_seq = {
+      "parallel.sp=2", "parallel.tp=2", "parallel.tp_seq=true"};
+  {
+    std::vector<std::string> l = sp_tp_seq;
+    l.push_back("parallel.sp_attention=ring");
+    out.push_back({"gpt_sp2_tp2seq_ring", &kGpt, l});
+    for (const char* e :
+         {"parallel.dp=2",
+          "parallel.pp=2",
+          "parallel.microbatches=2",
+          "train.batch_size=16",
+          "model.depth=4"})
+      l.push_back(e);
+    out.push_back({"gpt_dp2_pp2_sp2_tp2seq_ring", &kGpt, l});
+  }
+  {
+    std::vector<std::string> l = sp_tp_seq;
+    l.push_back("parallel.sp_attention=ulysses");
+    l.push_back("model.pool=mean");
+    out.push_back({"vit_mean_sp2_tp2seq_ulysses", &kVit, l});
+  }
+  {
+    std::vector<std::string> l = sp_tp_seq;
+    l.push_back("parallel.sp_attention=rsa");
+    l.push_back("model.patch=4");
+    out.push_back({"vit_cls_sp2_tp2seq_rsa", &kVit, l});
   }
   out.push_back(
       {"gpt_dp2_sp2_ring",

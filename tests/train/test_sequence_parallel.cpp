@@ -23,6 +23,7 @@
 #include "nn/model.h"
 #include "parallel/sequence_parallel.h"
 #include "parallel/sp_builder.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "test_util.h"
 #include "train/factory.h"
 
@@ -79,25 +80,40 @@ std::string sp_error(const Config& c) {
 }
 
 TEST(SequenceParallel, RefusesWhatIsNotBuilt) {
-  // Tensor parallelism: 1D without token split only.
-  expect_has(
-      sp_error(gpt(
-          {"parallel.sp=2",
-           "parallel.tp=2",
-           "parallel.tp_seq=true",
-           "parallel.sp_attention=ring"})),
-      {"parallel.sp=2",
-       "parallel.tp=2",
-       "parallel.tp_mode=1d",
-       "parallel.tp_seq=false",
-       "tp_seq=true"});
+  // Tensor parallelism: 1D only (with or without its token split).
   expect_has(
       sp_error(gpt(
           {"parallel.sp=2",
            "parallel.tp=4",
            "parallel.tp_mode=2d",
            "parallel.sp_attention=ulysses"})),
-      {"tp_mode=2d"});
+      {"parallel.sp=2", "parallel.tp=4", "parallel.tp_mode=1d", "tp_mode=2d"});
+  EXPECT_EQ(
+      sequence_parallel_axis(
+          gpt({"parallel.sp=2", "parallel.tp=2", "parallel.tp_seq=true"}))
+          .size,
+      2);
+  // The token split cuts each sp rank's tokens: 3 samples x 24 / 3 = 24
+  // tokens do not split over tp = 5 (nor do model.heads, so use 5 heads).
+  try {
+    make_tensor_parallel_mode(gpt(
+        {"parallel.sp=3",
+         "parallel.tp=5",
+         "parallel.tp_seq=true",
+         "model.heads=5",
+         "model.dim=25",
+         "model.mlp_dim=35",
+         "model.vocab=35",
+         "parallel.sp_attention=rsa"}));
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    expect_has(
+        e.what(),
+        {"parallel.tp_seq",
+         "on a sequence-parallel rank",
+         "3 samples x 8 tokens (24 / parallel.sp 3) = 24",
+         "not divisible by 5"});
+  }
   expect_has(
       sp_error(gpt(
           {"parallel.sp=2",
@@ -181,7 +197,8 @@ void check_model(const Config& c, const Tensor& input, const Tensor& t) {
   SCOPED_TRACE(
       std::string(to_string(c.model.kind)) + " sp=" + std::to_string(N) + " " +
       to_string(c.parallel.sp_attention) + " tp=" + std::to_string(tp) +
-      " pool " + std::to_string(static_cast<int>(c.model.pool)));
+      (c.parallel.tp_seq ? " tp_seq" : "") + " pool " +
+      std::to_string(static_cast<int>(c.model.pool)));
   const Grads want = serial_grads(c, input, t);
   const bool tokens = c.model.kind == ModelKind::kGpt;
   std::vector<std::vector<double>> diffs(tp * N);
@@ -191,7 +208,12 @@ void check_model(const Config& c, const Tensor& input, const Tensor& t) {
     ProcessGroup& pg = mesh.group("sp");
     const SeqShard shard(
         sequence_split(c), model_tokens(c.model), pg.rank(), N);
-    SpBuilder b(pg, c.parallel.sp_attention, shard, mesh.group("tp"));
+    SpBuilder b(
+        pg,
+        c.parallel.sp_attention,
+        shard,
+        mesh.group("tp"),
+        c.parallel.tp_seq);
     std::unique_ptr<Model> m = make_model(c.model, b);
     m->init(c.train.seed);
     Context ctx;
@@ -241,25 +263,38 @@ TEST(SequenceParallel, GptMatchesSerial) {
 
 // Each core inside 1D tensor parallelism: tp splits the heads (and the
 // vocabulary, the MLP), the core runs on each tp rank's heads (Ulysses
-// splits them further over sp). GPT: 6 heads, tp = 2, sp = 3; ViT: tp = 3,
-// sp = 2.
-TEST(SequenceParallel, CoresWithTp1dMatchSerial) {
+// splits them further over sp). GPT: 6 heads, tp = 2, sp = 3; ViT: tp = 3
+// (mlp_dim 48 splits), sp = 2, the class token (9 + 1 tokens) and mean
+// pooling (16 tokens of a 16 x 16 image). extra: more config.
+void check_cores_with_tp1d(const std::string& extra) {
   const Tensor ids = int_tensor({3, 24}, 32, 7, 3);
   const Tensor next = int_tensor({3, 24}, 32, 5, 1);
   const Tensor labels = int_tensor({3}, 10, 3, 1);
   for (const char* a : {"rsa", "ring", "ulysses"}) {
     const std::string att = std::string("parallel.sp_attention=") + a;
-    check_model(gpt({"parallel.sp=3", att, "parallel.tp=2"}), ids, next);
-    // ViT: tp = 3 (mlp_dim 48 splits), the class token (9 + 1 tokens) and
-    // mean pooling (16 tokens of a 16 x 16 image).
+    check_model(gpt({"parallel.sp=3", att, "parallel.tp=2", extra}), ids, next);
     const std::vector<std::string> v = {
-        "parallel.sp=2", att, "parallel.tp=3", "model.mlp_dim=48"};
+        "parallel.sp=2", att, "parallel.tp=3", "model.mlp_dim=48", extra};
     check_model(vit(v), randn({3, 1, 12, 12}, 3, "images"), labels);
     std::vector<std::string> mean = v;
     mean.push_back("model.pool=mean");
     mean.push_back("model.image_size=16");
     check_model(vit(mean), randn({3, 1, 16, 16}, 3, "images"), labels);
   }
+}
+
+TEST(SequenceParallel, CoresWithTp1dMatchSerial) {
+  check_cores_with_tp1d("parallel.tp_seq=false");
+}
+
+// With 1D's sequence-split regions the activations between attention and
+// MLP are block tp-rank of each sp rank's tokens, cut across samples (GPT:
+// 3 samples x 8 tokens over tp = 2, so rank 1's block starts mid-sample;
+// ring's zig-zag chunks of 4 are cut there too; ViT, class token: 3 x 5
+// tokens over tp = 3, mean pooling: 3 x 8 over 3). Dropout (p = 0.1) must
+// draw the serial mask of each block.
+TEST(SequenceParallel, CoresWithTp1dTokenSplitMatchSerial) {
+  check_cores_with_tp1d("parallel.tp_seq=true");
 }
 
 TEST(SequenceParallel, VitMatchesSerial) {

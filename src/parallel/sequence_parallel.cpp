@@ -2,6 +2,9 @@
 
 #include "base/check.h"
 #include "parallel/sp_builder.h"
+#include "parallel/tensor_parallel_mode.h"
+#include "parallel/tp2d_builder.h"
+#include "parallel/tp3d_builder.h"
 
 namespace ndt {
 namespace {
@@ -16,19 +19,6 @@ void check_sequence_parallel(const Config& c) {
       p.sp,
       ": model.kind mlp has no token sequence to split; use model.kind vit "
       "or gpt, or parallel.sp=1");
-  // With tensor parallelism: 1D's head split, with or without its token
-  // split (every core then runs on each tensor-parallel rank's heads).
-  NDT_CHECK(
-      p.tp == 1 || p.tp_mode == TpMode::k1d,
-      ConfigError,
-      "parallel.sp=",
-      p.sp,
-      " with parallel.tp=",
-      p.tp,
-      ": sequence parallelism combines with tensor parallelism only as "
-      "parallel.tp_mode=1d (this config: tp_mode=",
-      to_string(p.tp_mode),
-      ")");
   NDT_CHECK(
       p.dp == 1 || p.dp_mode == DpMode::kMpi,
       ConfigError,
@@ -58,18 +48,27 @@ void check_sequence_parallel(const Config& c) {
       " is not divisible by ",
       chunks);
   if (p.sp_attention == SpAttention::kUlysses) {
+    // The mode's own checks run first (its heads split must be exact).
+    const int split = make_tensor_parallel_mode(c)->head_split();
+    std::string by = "";
+    if (split > 1) {
+      by = p.tp_mode == TpMode::k1d
+               ? " x parallel.tp (" + std::to_string(p.tp) + ")"
+               : " x the " + std::string(to_string(p.tp_mode)) +
+                     " layout's head split (" + std::to_string(split) + ")";
+    }
     NDT_CHECK(
-        m.heads % (p.sp * p.tp) == 0,
+        m.heads % (p.sp * split) == 0,
         ConfigError,
         "parallel.sp_attention ulysses splits the heads over the sequence-"
         "parallel ranks",
-        p.tp > 1 ? " inside the tensor-parallel ones" : "",
+        split > 1 ? " inside the tensor-parallel ones" : "",
         ": model.heads (",
         m.heads,
         ") must be divisible by parallel.sp (",
         p.sp,
         ")",
-        p.tp > 1 ? " x parallel.tp (" + std::to_string(p.tp) + ")" : "");
+        by);
   }
 }
 
@@ -106,12 +105,34 @@ SeqShard sequence_shard(const Config& config, const Mesh& mesh) {
 std::unique_ptr<Builder> make_sequence_parallel_builder(
     const Config& config, Mesh& mesh) {
   check_sequence_parallel(config);
+  const ParallelConfig& p = config.parallel;
+  const SeqShard shard = sequence_shard(config, mesh);
+  if (p.tp == 1 || p.tp_mode == TpMode::k1d) {
+    return std::make_unique<SpBuilder>(
+        mesh.group("sp"),
+        p.sp_attention,
+        shard,
+        mesh.group("tp"),
+        p.tp > 1 && p.tp_seq);
+  }
+  std::unique_ptr<Builder> grid;
+  switch (p.tp_mode) {
+    case TpMode::k2d:
+    case TpMode::k2p5d:
+      grid = std::make_unique<Tp2dBuilder>(mesh, shard);
+      break;
+    case TpMode::k3d:
+      grid = std::make_unique<Tp3dBuilder>(mesh, shard);
+      break;
+    case TpMode::k1d:
+      NDT_ASSERT(false, "1d is built above");
+  }
   return std::make_unique<SpBuilder>(
       mesh.group("sp"),
-      config.parallel.sp_attention,
-      sequence_shard(config, mesh),
-      mesh.group("tp"),
-      config.parallel.tp > 1 && config.parallel.tp_seq);
+      p.sp_attention,
+      shard,
+      std::move(grid),
+      make_tensor_parallel_mode(config)->head_split());
 }
 
 }  // namespace ndt

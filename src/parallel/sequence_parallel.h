@@ -8,12 +8,13 @@
 //            for the causal GPT, contiguous for the ViT)
 //   ulysses  all-to-all to a head split around the serial core
 //
-// With 1D tensor parallelism every core runs on each tp rank's heads
-// (Ulysses splits them further over sp); with its sequence-split regions
-// (parallel.tp_seq) the activations between attention and MLP cut each sp
-// rank's tokens further over tp. Not built: sp with the 2D, 2.5D and 3D
-// tensor-parallel modes, with single-process data parallelism, or for the
-// MLP (no tokens); each is a ConfigError.
+// With tensor parallelism every core runs on each rank's heads (1D: heads
+// / tp; 2D, 2.5D: heads / q of the grid's samples; 3D: heads / p of the
+// cube's), and Ulysses splits them further over sp; with 1D's
+// sequence-split regions (parallel.tp_seq) the activations between
+// attention and MLP cut each sp rank's tokens further over tp. Not built:
+// sp with single-process data parallelism, or for the MLP (no tokens);
+// each is a ConfigError.
 #pragma once
 
 #include <memory>

@@ -64,24 +64,9 @@ class RootHead final : public LossHead {
 
 }  // namespace
 
-SpBuilder::SpBuilder(
-    ProcessGroup& sp,
-    SpAttention attention,
-    const SeqShard& shard,
-    ProcessGroup& tp,
-    bool token_split)
-    : sp_(sp),
-      attention_(attention),
-      shard_(shard),
-      tp_(tp),
-      token_split_(token_split) {
-  NDT_ASSERT(!token_split || tp.size() > 1, "token split without tp");
-  if (tp.size() > 1) {
-    per_token_ =
-        std::make_unique<Tp1dBuilder>(tp, token_split, shard.T_local());
-  } else {
-    per_token_ = std::make_unique<SerialBuilder>();
-  }
+namespace {
+
+void check_shard(const SeqShard& shard, const ProcessGroup& sp) {
   NDT_ASSERT(
       shard.rank() == sp.rank() && shard.size() == sp.size(),
       "shard of rank ",
@@ -92,6 +77,45 @@ SpBuilder::SpBuilder(
       sp.rank(),
       "/",
       sp.size());
+}
+
+}  // namespace
+
+SpBuilder::SpBuilder(
+    ProcessGroup& sp,
+    SpAttention attention,
+    const SeqShard& shard,
+    ProcessGroup& tp,
+    bool token_split)
+    : sp_(sp),
+      attention_(attention),
+      shard_(shard),
+      tp_(&tp),
+      token_split_(token_split),
+      head_split_(tp.size()) {
+  NDT_ASSERT(!token_split || tp.size() > 1, "token split without tp");
+  check_shard(shard, sp);
+  if (tp.size() > 1) {
+    per_token_ =
+        std::make_unique<Tp1dBuilder>(tp, token_split, shard.T_local());
+  } else {
+    per_token_ = std::make_unique<SerialBuilder>();
+  }
+}
+
+SpBuilder::SpBuilder(
+    ProcessGroup& sp,
+    SpAttention attention,
+    const SeqShard& shard,
+    std::unique_ptr<Builder> grid,
+    int head_split)
+    : sp_(sp),
+      attention_(attention),
+      shard_(shard),
+      tp_(nullptr),
+      head_split_(head_split),
+      per_token_(std::move(grid)) {
+  check_shard(shard, sp);
 }
 
 std::unique_ptr<Module> SpBuilder::linear(
@@ -114,10 +138,11 @@ std::unique_ptr<LossHead> SpBuilder::lm_head(const LmHeadOptions& options) {
   return per_token_->lm_head(options);
 }
 
-// heads: the model's; 1D tensor parallelism keeps heads / tp of them.
+// heads: the model's; tensor parallelism keeps heads / head_split_ of
+// them.
 std::unique_ptr<Module> SpBuilder::attention_core(int heads, bool causal) {
-  NDT_ASSERT(heads % tp_.size() == 0, heads, " heads over ", tp_.size());
-  heads /= tp_.size();
+  NDT_ASSERT(heads % head_split_ == 0, heads, " heads over ", head_split_);
+  heads /= head_split_;
   // Only ring attention runs on the zig-zag split.
   NDT_ASSERT(
       attention_ == SpAttention::kRing ||
@@ -140,27 +165,38 @@ std::unique_ptr<Module> SpBuilder::attention_core(int heads, bool causal) {
 }
 
 std::unique_ptr<Module> SpBuilder::dropout(const std::string& name, float p) {
-  if (token_split_)
-    return std::make_unique<SpDropout>(name, p, shard_, tp_.rank(), tp_.size());
-  return std::make_unique<SpDropout>(name, p, shard_);
+  if (!tp_)
+    return per_token_->dropout(name, p);
+  SpDropoutSplit split;
+  if (token_split_) {
+    split.token_part = tp_->rank();
+    split.token_parts = tp_->size();
+  }
+  return std::make_unique<SpDropout>(name, p, shard_, split);
 }
 
 std::unique_ptr<LossHead> SpBuilder::classifier_head(
     const ClassifierHeadOptions& options) {
   NDT_ASSERT(options.pool != HeadPool::kNone, "classifier head on tokens");
+  if (!tp_) {
+    return std::make_unique<RootHead>(
+        per_token_->classifier_head(options), sp_, shard_);
+  }
   auto root =
       std::make_unique<RootHead>(serial_.classifier_head(options), sp_, shard_);
   if (token_split_)
     return std::make_unique<GatheredHead>(
-        std::move(root), tp_, shard_.T_local());
+        std::move(root), *tp_, shard_.T_local());
   return root;
 }
 
 std::unique_ptr<Module> SpBuilder::token_embedding(
     const std::string& name, int vocab, int seq_len, int C, float init_std) {
-  if (tp_.size() > 1) {
+  if (!tp_)
+    return per_token_->token_embedding(name, vocab, seq_len, C, init_std);
+  if (tp_->size() > 1) {
     return std::make_unique<VocabParallelEmbedding>(
-        name, vocab, seq_len, C, init_std, tp_, token_split_, shard_);
+        name, vocab, seq_len, C, init_std, *tp_, token_split_, shard_);
   }
   return std::make_unique<SpTokenEmbedding>(
       name, vocab, seq_len, C, init_std, shard_);
@@ -168,10 +204,14 @@ std::unique_ptr<Module> SpBuilder::token_embedding(
 
 std::unique_ptr<Module> SpBuilder::patch_embedding(
     const PatchEmbeddingOptions& options) {
+  if (!tp_) {
+    return std::make_unique<SpTokensOf>(
+        per_token_->patch_embedding(options), shard_);
+  }
   auto mine =
       std::make_unique<SpTokensOf>(serial_.patch_embedding(options), shard_);
   if (token_split_)
-    return std::make_unique<SplitOutput>(std::move(mine), tp_);
+    return std::make_unique<SplitOutput>(std::move(mine), *tp_);
   return mine;
 }
 

@@ -16,8 +16,18 @@
 // patch embedding keeps it, and the classifier head gathers it over tp
 // before its gather over sp.
 //
+// With 2D, 2.5D or 3D tensor parallelism the per-token layers are the
+// grid's builder's (Tp2dBuilder, Tp3dBuilder), made with my tokens: the
+// activations are [B', T_local, C'] (the mode's samples and feature
+// block), its token embedding adds global positions, its dropout draws
+// the serial mask of my tokens' feature block; the attention core runs
+// on the mode's heads (heads / q, heads / p), the patch embedding keeps
+// my tokens of the grid's, and the classifier head is the grid's on sp
+// rank 0 (every rank of that grid has sp rank 0, so its collectives run).
+//
 //   layer              built                                comm
-//   linear, layernorm  serial, or Tp1dBuilder's (tp > 1)    tp: 1D's
+//   linear, layernorm  serial, Tp1dBuilder's (tp > 1) or    tp: the
+//                      the grid's                           mode's
 //   attention_core     RingSelfAttention | RingAttention |  sp: per
 //                      UlyssesAttention (parallel.sp_attention) algorithm
 //   dropout            SpDropout (the serial mask of my      -
@@ -57,6 +67,14 @@ class SpBuilder final : public Builder {
       const SeqShard& shard,
       ProcessGroup& tp,
       bool token_split = false);
+  // 2D, 2.5D, 3D: grid, the mode's builder made with `shard`; its
+  // attention cores hold heads / head_split heads.
+  SpBuilder(
+      ProcessGroup& sp,
+      SpAttention attention,
+      const SeqShard& shard,
+      std::unique_ptr<Builder> grid,
+      int head_split);
 
   std::unique_ptr<Module> linear(
       const std::string& name,
@@ -85,10 +103,13 @@ class SpBuilder final : public Builder {
   ProcessGroup& sp_;
   SpAttention attention_;
   SeqShard shard_;
-  ProcessGroup& tp_;
-  bool token_split_;
+  ProcessGroup* tp_;  // 1D (one rank: none); null with a grid
+  bool token_split_ = false;
+  int head_split_;
   SerialBuilder serial_;
-  std::unique_ptr<Builder> per_token_;  // linear, layernorm, lm_head
+  // linear, layernorm, lm_head; with a grid (tp_ null) all but the
+  // attention core.
+  std::unique_ptr<Builder> per_token_;
 };
 
 }  // namespace ndt

@@ -14,6 +14,14 @@ SampleRows TensorParallelMode::sample_rows(const Mesh&, int64_t n) const {
   return {0, n};
 }
 
+int TensorParallelMode::head_split() const {
+  return 1;
+}
+
+int TensorParallelMode::sample_blocks() const {
+  return 1;
+}
+
 std::vector<std::string> TensorParallelMode::sample_axes() const {
   return {};
 }
@@ -124,6 +132,9 @@ class Tp1d final : public TensorParallelMode {
   std::unique_ptr<Builder> make_builder(Mesh& mesh) const override {
     return std::make_unique<Tp1dBuilder>(
         mesh.group("tp"), token_split_, tokens_);
+  }
+  int head_split() const override {
+    return tp_;
   }
   // With sequence-split regions an activation is my tokens [N / tp, C]
   // (parallel/regions.h); otherwise replicated.
@@ -323,6 +334,12 @@ class Tp2d final : public TensorParallelMode {
     s.back() /= q_;
     return s;
   }
+  int head_split() const override {
+    return q_;
+  }
+  int sample_blocks() const override {
+    return d_ * q_;
+  }
   // Row-block k q + i of the n samples (grid k, row i).
   SampleRows sample_rows(const Mesh& mesh, int64_t n) const override {
     const int rows = d_ * q_;
@@ -480,6 +497,12 @@ class Tp3d final : public TensorParallelMode {
     return s;
   }
   // Block wt p + in of the n samples.
+  int head_split() const override {
+    return p_;
+  }
+  int sample_blocks() const override {
+    return p_ * p_;
+  }
   SampleRows sample_rows(const Mesh& mesh, int64_t n) const override {
     const int blocks = p_ * p_;
     NDT_CHECK(

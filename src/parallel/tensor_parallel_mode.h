@@ -51,6 +51,13 @@ class TensorParallelMode {
   // batch): modes that do not split samples take all n. Throws
   // ConfigError when n does not split as the mode needs.
   virtual SampleRows sample_rows(const Mesh& mesh, int64_t n) const;
+  // The parts the mode splits the attention heads (and a head's width
+  // share of the hidden features) into: 1 (none), tp (1d), q (2d, 2.5d),
+  // p (3d). Sequence parallelism's cores run on heads / head_split().
+  virtual int head_split() const;
+  // The blocks sample_rows cuts a batch into (1 for modes that do not
+  // split samples).
+  virtual int sample_blocks() const;
   // The mode's mesh axes whose ranks hold different samples: loss and
   // evaluation statistics are summed over them, and over none of the
   // mode's other axes (whose ranks repeat the same statistics).

@@ -1,6 +1,7 @@
 #include "parallel/tp2d_builder.h"
 
 #include "base/check.h"
+#include "parallel/sp_dropout.h"
 #include "parallel/tp2d_dropout.h"
 #include "parallel/tp2d_embedding.h"
 #include "parallel/tp2d_linear.h"
@@ -10,7 +11,8 @@
 
 namespace ndt {
 
-Tp2dBuilder::Tp2dBuilder(Mesh& mesh) : mesh_(mesh), q_(mesh.size("tp_col")) {
+Tp2dBuilder::Tp2dBuilder(Mesh& mesh, std::optional<SeqShard> sp_tokens)
+    : mesh_(mesh), q_(mesh.size("tp_col")), sp_tokens_(std::move(sp_tokens)) {
   NDT_CHECK(
       mesh.size("tp_row") == q_,
       ConfigError,
@@ -63,6 +65,12 @@ std::unique_ptr<Module> Tp2dBuilder::attention_core(int heads, bool causal) {
 }
 
 std::unique_ptr<Module> Tp2dBuilder::dropout(const std::string& name, float p) {
+  if (sp_tokens_) {
+    SpDropoutSplit split;
+    split.feature_block = mesh_.coord("tp_col");
+    split.feature_blocks = q_;
+    return std::make_unique<SpDropout>(name, p, *sp_tokens_, split);
+  }
   return std::make_unique<Dropout2d>(name, p, mesh_);
 }
 
@@ -77,7 +85,8 @@ std::unique_ptr<LossHead> Tp2dBuilder::lm_head(const LmHeadOptions& options) {
 
 std::unique_ptr<Module> Tp2dBuilder::token_embedding(
     const std::string& name, int vocab, int seq_len, int C, float init_std) {
-  return token_embedding_2d(name, vocab, seq_len, C, init_std, mesh_);
+  return token_embedding_2d(
+      name, vocab, seq_len, C, init_std, mesh_, sp_tokens_);
 }
 
 std::unique_ptr<Module> Tp2dBuilder::patch_embedding(

@@ -34,10 +34,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/mesh.h"
 #include "nn/builder.h"
+#include "nn/seq_split.h"
 
 namespace ndt {
 
@@ -47,7 +49,11 @@ class Tp2dBuilder final : public Builder {
   // the two-axis group {"tp_col", "tp_row"} (collective over the world: the
   // norms and checkpoints of grid-sharded parameters use it), so every rank
   // must construct the builder at the same point.
-  explicit Tp2dBuilder(Mesh& mesh);
+  // sp_tokens: under sequence parallelism (parallel/sp_builder.h), my
+  // tokens of every sample: the token embedding then adds global positions
+  // and dropout draws the serial mask of my tokens (SpDropout).
+  explicit Tp2dBuilder(
+      Mesh& mesh, std::optional<SeqShard> sp_tokens = std::nullopt);
 
   std::unique_ptr<Module> linear(
       const std::string& name,
@@ -75,6 +81,7 @@ class Tp2dBuilder final : public Builder {
  private:
   Mesh& mesh_;
   int q_;
+  std::optional<SeqShard> sp_tokens_;
   SerialBuilder serial_;
 };
 

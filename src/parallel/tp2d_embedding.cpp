@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "base/fault.h"
 #include "parallel/group_grad_sum.h"
+#include "parallel/sp_embedding.h"
 #include "parallel/tp2d_grid.h"
 
 namespace ndt {
@@ -59,9 +60,10 @@ std::unique_ptr<Module> token_embedding_2d(
     int max_tokens,
     int C,
     float init_std,
-    Mesh& mesh) {
+    Mesh& mesh,
+    const std::optional<SeqShard>& sp_tokens) {
   return token_embedding_sharded(
-      name, vocab, max_tokens, C, init_std, grid_split(mesh));
+      name, vocab, max_tokens, C, init_std, grid_split(mesh), sp_tokens);
 }
 
 std::unique_ptr<Module> patch_embedding_2d(
@@ -75,13 +77,18 @@ std::unique_ptr<Module> token_embedding_sharded(
     int max_tokens,
     int C,
     float init_std,
-    const FeatureSplit& split) {
+    const FeatureSplit& split,
+    const std::optional<SeqShard>& sp_tokens) {
   const int C_local = local_width(name, C, split.features.size());
-  return sharded_by_feature(
-      std::make_unique<TokenEmbedding>(
-          name, vocab, max_tokens, C_local, init_std),
-      {1, 1},
-      split);
+  std::unique_ptr<Module> inner;
+  if (sp_tokens) {
+    inner = std::make_unique<SpTokenEmbedding>(
+        name, vocab, max_tokens, C_local, init_std, *sp_tokens);
+  } else {
+    inner = std::make_unique<TokenEmbedding>(
+        name, vocab, max_tokens, C_local, init_std);
+  }
+  return sharded_by_feature(std::move(inner), {1, 1}, split);
 }
 
 std::unique_ptr<Module> patch_embedding_sharded(

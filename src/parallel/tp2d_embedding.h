@@ -30,24 +30,29 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/fault.h"
 #include "comm/mesh.h"
 #include "nn/embedding.h"
 #include "nn/module.h"
+#include "nn/seq_split.h"
 
 namespace ndt {
 
 // "<name>.tokens.weight" [V, C], "<name>.positions.weight" [Tmax, C], as
-// TokenEmbedding. C divisible by q: ConfigError naming the layer.
+// TokenEmbedding. C divisible by q: ConfigError naming the layer. Under
+// sequence parallelism (sp_tokens) the ids are my tokens [B/q, T_local]
+// and the layer is SpTokenEmbedding's (sp_embedding.h): global positions.
 std::unique_ptr<Module> token_embedding_2d(
     const std::string& name,
     int vocab,
     int max_tokens,
     int C,
     float init_std,
-    Mesh& mesh);
+    Mesh& mesh,
+    const std::optional<SeqShard>& sp_tokens = std::nullopt);
 
 // Parameters as PatchEmbedding with options.dim the global C (divisible by
 // q: ConfigError naming the layer).
@@ -70,7 +75,8 @@ std::unique_ptr<Module> token_embedding_sharded(
     int max_tokens,
     int C,
     float init_std,
-    const FeatureSplit& split);
+    const FeatureSplit& split,
+    const std::optional<SeqShard>& sp_tokens = std::nullopt);
 std::unique_ptr<Module> patch_embedding_sharded(
     const PatchEmbeddingOptions& options, const FeatureSplit& split);
 

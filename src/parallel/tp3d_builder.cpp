@@ -1,6 +1,7 @@
 #include "parallel/tp3d_builder.h"
 
 #include "base/check.h"
+#include "parallel/sp_dropout.h"
 #include "parallel/tp2d_dropout.h"
 #include "parallel/tp2d_embedding.h"
 #include "parallel/tp2d_replicated_linear.h"
@@ -22,7 +23,8 @@ FeatureSplit side_a_split(Mesh& mesh) {
 
 }  // namespace
 
-Tp3dBuilder::Tp3dBuilder(Mesh& mesh) : mesh_(mesh), p_(mesh.size(kTp3dWt)) {
+Tp3dBuilder::Tp3dBuilder(Mesh& mesh, std::optional<SeqShard> sp_tokens)
+    : mesh_(mesh), p_(mesh.size(kTp3dWt)), sp_tokens_(std::move(sp_tokens)) {
   NDT_CHECK(
       mesh.size(kTp3dIn) == p_ && mesh.size(kTp3dOut) == p_,
       ConfigError,
@@ -103,6 +105,12 @@ std::unique_ptr<Module> Tp3dBuilder::attention_core(int heads, bool causal) {
 }
 
 std::unique_ptr<Module> Tp3dBuilder::dropout(const std::string& name, float p) {
+  if (sp_tokens_) {
+    SpDropoutSplit split;
+    split.feature_block = mesh_.coord(kTp3dOut);
+    split.feature_blocks = mesh_.size(kTp3dOut);
+    return std::make_unique<SpDropout>(name, p, *sp_tokens_, split);
+  }
   return std::make_unique<Dropout2d>(
       name, p, mesh_.size(kTp3dOut), mesh_.coord(kTp3dOut));
 }
@@ -119,7 +127,7 @@ std::unique_ptr<LossHead> Tp3dBuilder::lm_head(const LmHeadOptions& options) {
 std::unique_ptr<Module> Tp3dBuilder::token_embedding(
     const std::string& name, int vocab, int seq_len, int C, float init_std) {
   return token_embedding_sharded(
-      name, vocab, seq_len, C, init_std, side_a_split(mesh_));
+      name, vocab, seq_len, C, init_std, side_a_split(mesh_), sp_tokens_);
 }
 
 std::unique_ptr<Module> Tp3dBuilder::patch_embedding(

@@ -30,10 +30,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/mesh.h"
 #include "nn/builder.h"
+#include "nn/seq_split.h"
 
 namespace ndt {
 
@@ -42,7 +44,11 @@ class Tp3dBuilder final : public Builder {
   // mesh: axes "tp_out", "tp_in", "tp_wt" of equal size p (and any
   // others). Makes the cube's two-axis groups (collective over the world),
   // so every rank must construct the builder at the same point.
-  explicit Tp3dBuilder(Mesh& mesh);
+  // sp_tokens: under sequence parallelism (parallel/sp_builder.h), my
+  // tokens of every sample: the token embedding then adds global positions
+  // and dropout draws the serial mask of my tokens (SpDropout).
+  explicit Tp3dBuilder(
+      Mesh& mesh, std::optional<SeqShard> sp_tokens = std::nullopt);
 
   std::unique_ptr<Module> linear(
       const std::string& name,
@@ -70,6 +76,7 @@ class Tp3dBuilder final : public Builder {
  private:
   Mesh& mesh_;
   int p_;
+  std::optional<SeqShard> sp_tokens_;
   SerialBuilder serial_;
 };
 

@@ -83,13 +83,17 @@ Tensor UlyssesAttention::forward(const Tensor& qkv, Context& ctx) {
       " over ",
       sp_.size());
   Tensor out = core_.forward(tokens_to_heads(qkv, 3, sp_), ctx);
+  ctx.ints = {qkv.dim(0), qkv.dim(1)};  // dout may come as [B T_local, C]
   return heads_to_tokens(out, 1, sp_);
 }
 
 Tensor UlyssesAttention::backward(const Tensor& dout, Context& ctx) {
   if (sp_.size() == 1)
     return core_.backward(dout, ctx);
-  Tensor dqkv = core_.backward(tokens_to_heads(dout, 1, sp_), ctx);
+  const int64_t B = ctx.ints.at(0), Tl = ctx.ints.at(1);
+  Tensor dqkv = core_.backward(
+      tokens_to_heads(dout.view({B, Tl, dout.numel() / (B * Tl)}), 1, sp_),
+      ctx);
   return heads_to_tokens(dqkv, 3, sp_);
 }
 

@@ -10,6 +10,7 @@ GroupPasses sp_module_comm(
     int m,
     const ParallelConfig& parallel,
     int heads,
+    int head_split,
     int64_t samples) {
   const int N = parallel.sp;
   const int64_t T = shape.tokens_per_sample, C = shape.dim;
@@ -25,7 +26,7 @@ GroupPasses sp_module_comm(
     case ModuleKind::kTransformerBlock: {
       // My tensor-parallel share of the heads and their width.
       const SpAttentionShape s{
-          N, samples, T, C / parallel.tp, heads / parallel.tp};
+          N, samples, T, C / head_split, heads / head_split};
       switch (parallel.sp_attention) {
         case SpAttention::kRsa:
           v = rsa_attention_comm(s);
@@ -39,10 +40,14 @@ GroupPasses sp_module_comm(
       }
       break;
     }
-    case ModuleKind::kClassifierHead:
-      v.fwd.add(OpType::kAllGather, 1, samples * (T / N) * C);
-      v.bwd.add(OpType::kBroadcast, 1, samples * T * C);
+    case ModuleKind::kClassifierHead: {
+      // My feature block of my samples' tokens (2D, 2.5D, 3D; 1D's
+      // activations hold the whole width).
+      const int64_t w = parallel.tp_mode == TpMode::k1d ? C : C / head_split;
+      v.fwd.add(OpType::kAllGather, 1, samples * (T / N) * w);
+      v.bwd.add(OpType::kBroadcast, 1, samples * T * w);
       break;
+    }
     case ModuleKind::kFlatten:
     case ModuleKind::kLinear:
     case ModuleKind::kDropout:

@@ -88,7 +88,8 @@ const CommVolume& StepComm::at(const std::string& group) const {
   return it == groups.end() ? kEmpty : it->second;
 }
 
-StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
+StepComm step_comm(
+    const Config& config, int pp_rank, int sync_rank, int sp_rank) {
   const ParallelConfig& p = config.parallel;
   const bool threads = p.dp_mode == DpMode::kThreads && p.dp > 1;
   const ModelShape shape = model_shape(config.model, p);
@@ -96,15 +97,28 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
       divide(config.train.batch_size, p.dp, "train.batch_size per replica");
   const int64_t mbs = divide(local, p.microbatches, "micro-batch size");
   // The module formulas: the tensor-parallel mode's, and sequence
-  // parallelism's (with 1D tensor parallelism, whose layers then see my
-  // tokens only).
+  // parallelism's (on the mode's block of the samples and heads; the
+  // mode's layers then see my tokens only).
+  const auto mode = make_tensor_parallel_mode(config);
   ModelShape sp_shape = shape;
   sp_shape.tokens_per_sample /= p.sp;
   const auto module_comm = [&](int m) {
     if (p.sp == 1)
       return mode_module_comm(shape, m, p, mbs);
-    GroupPasses v = sp_module_comm(shape, m, p, config.model.heads, mbs);
-    for (const auto& [group, pv] : mode_module_comm(sp_shape, m, p, mbs))
+    GroupPasses v = sp_module_comm(
+        shape,
+        m,
+        p,
+        config.model.heads,
+        mode->head_split(),
+        mbs / mode->sample_blocks());
+    // A grid's classifier head runs on sp rank 0 only, on every token.
+    const bool grid = p.tp > 1 && p.tp_mode != TpMode::k1d;
+    const bool head = shape.modules.at(m).kind == ModuleKind::kClassifierHead;
+    if (grid && head && sp_rank != 0)
+      return v;
+    for (const auto& [group, pv] :
+         mode_module_comm(grid && head ? shape : sp_shape, m, p, mbs))
       v[group] = v[group] + pv;
     return v;
   };
@@ -143,7 +157,6 @@ StepComm step_comm(const Config& config, int pp_rank, int sync_rank) {
 
   // The gradients' sync over the replicas: dp and the mode's replica axes
   // (TensorParallelMode says which) and sp.
-  const auto mode = make_tensor_parallel_mode(config);
   const int grad_ranks = grad_sync_ranks(config);
   const int64_t bucket_bytes = static_cast<int64_t>(p.bucket_mb * (1 << 20));
   // ZeRO: the optimizer holds the parameters this rank updates.

@@ -64,11 +64,14 @@ int grad_sync_ranks(const Config& config);
 // empty when no axis has more than one rank).
 std::string grad_sync_group(const Config& config);
 
-// One step on the rank at pipeline position pp_rank (0 without pipeline)
-// and, under ZeRO, position sync_rank in the gradient sync's group
-// (whose buckets it updates); otherwise every rank of a dp or tp group
-// sends the same. `config` must be valid (load_config and the mode's
-// checks); NDT_CHECK on a size that does not divide.
-StepComm step_comm(const Config& config, int pp_rank = 0, int sync_rank = 0);
+// One step on the rank at pipeline position pp_rank (0 without pipeline),
+// under ZeRO at position sync_rank in the gradient sync's group (whose
+// buckets it updates), and at sp_rank in its sequence-parallel group
+// (with 2D, 2.5D or 3D tensor parallelism only sp rank 0's grid runs the
+// classifier head and its grid communication); otherwise every rank of a
+// dp or tp group sends the same. `config` must be valid (load_config and
+// the mode's checks); NDT_CHECK on a size that does not divide.
+StepComm step_comm(
+    const Config& config, int pp_rank = 0, int sync_rank = 0, int sp_rank = 0);
 
 }  // namespace ndt

@@ -10,7 +10,8 @@
 # (tp=8: two 2 x 2 grids) -> 3D (tp=8: a 2 x 2 x 2 cube) and -> serial,
 # and sequence parallel sp=2 x tp=2 (Ulysses inside 1D) -> sp=4 (ring),
 # -> serial, -> sp=2 x tp=2 (ring inside 1D) and -> sp=2 x tp=2 with
-# sequence-split regions (tp_seq, ring), that layout -> serial, and ZeRO
+# sequence-split regions (tp_seq, ring), that layout -> serial, sp=2 x 2D
+# (tp=4, ring) -> serial and -> sp=2 x 3D (tp=8, Ulysses), and ZeRO
 # stage 1 (dp=2, optimizer state on the ranks that own each bucket) ->
 # serial, serial ->
 # ZeRO at dp=2, ZeRO dp=2 -> ZeRO dp=4 (other owners), ZeRO dp=2 x pp=2
@@ -121,6 +122,13 @@ run 4 "$work/sp2tp2seq" "${seq[@]}"
 run 1 "$work/sp2tp2seq_to_serial" \
   train.resume="$work/sp2tp2seq/checkpoints/step-3"
 compare "sp=2 x tp=2 tp_seq ring -> serial" "$work/sp2tp2seq" "$work/sp2tp2seq_to_serial" || exit 1
+run 8 "$work/sp2tp2d" parallel.sp=2 parallel.tp=4 parallel.tp_mode=2d
+run 1 "$work/sp2tp2d_to_serial" train.resume="$work/sp2tp2d/checkpoints/step-3"
+compare "sp=2 x 2d tp=4 ring -> serial" "$work/sp2tp2d" "$work/sp2tp2d_to_serial" || exit 1
+run 16 "$work/sp2tp2d_to_sp2tp3d" parallel.sp=2 parallel.tp=8 \
+  parallel.tp_mode=3d parallel.sp_attention=ulysses \
+  train.resume="$work/sp2tp2d/checkpoints/step-3"
+compare "sp=2 x 2d tp=4 ring -> sp=2 x 3d tp=8 ulysses" "$work/sp2tp2d" "$work/sp2tp2d_to_sp2tp3d" || exit 1
 zero=(parallel.zero=1 parallel.bucket_mb=0.01)
 run 2 "$work/zero" parallel.dp=2 "${zero[@]}"
 run 1 "$work/zero_to_serial" train.resume="$work/zero/checkpoints/step-3"

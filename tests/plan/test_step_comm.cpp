@@ -16,7 +16,9 @@
 // dp=2 and pp=2 with recompute, sequence parallelism (each attention core
 // at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2; Ulysses
 // inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2; each
-// core inside 1D with tp_seq, alone and in dp2 x pp2 x tp2 x sp2),
+// core inside 1D with tp_seq, alone and in dp2 x pp2 x tp2 x sp2; each
+// core inside 2D, 2.5D and 3D, the ViT's grid head on sp rank 0 only, and
+// dp2 x pp2 x 2D x sp2),
 // distributed data parallel over the dp group (several buckets, gradient
 // accumulation), pipelines (every schedule, interleaved chunks, recompute), and
 // their products, and ZeRO stage 1 in each kind of layout (the
@@ -75,8 +77,9 @@ const std::vector<std::string> kMlp = {
 
 struct RankResult {
   int pp_rank = 0;
-  int sync_rank = 0;   // in the gradient sync's group (ZeRO's owners)
-  CommVolume startup;  // the gradient reduction's group
+  int sync_rank = 0;  // in the gradient sync's group (ZeRO's owners)
+  int sp_rank = 0;
+  CommVolume startup;                      // the gradient reduction's group
   std::map<std::string, CommVolume> step;  // every group of the mesh
   RankMemory memory;
 };
@@ -142,6 +145,7 @@ void check_layout(const Config& config) {
     Engine engine(config, data, mesh);
     RankResult& r = got[pg.rank()];
     r.pp_rank = mesh.coord("pp");
+    r.sp_rank = mesh.coord("sp");
     if (engine.ddp())
       r.sync_rank = engine.ddp()->group().rank();
     r.startup = ledger(mesh.named_group(grad_group(p)));
@@ -161,7 +165,7 @@ void check_layout(const Config& config) {
     SCOPED_TRACE(
         "rank " + std::to_string(w) + " (pp rank " + std::to_string(r.pp_rank) +
         ")");
-    const StepComm want = step_comm(config, r.pp_rank, r.sync_rank);
+    const StepComm want = step_comm(config, r.pp_rank, r.sync_rank, r.sp_rank);
     for (const auto& [name, v] : r.step) {
       EXPECT_EQ(v, want.at(name)) << name << ": measured " << to_string(v)
                                   << ", plan " << to_string(want.at(name));
@@ -404,6 +408,43 @@ std::vector<Case> cases() {
     l.push_back("model.patch=4");
     out.push_back({"vit_cls_sp2_tp2seq_rsa", &kVit, l});
   }
+  // Each core inside 2D (tp=4), 2.5D (tp=8, d=2) and 3D (tp=8): the
+  // cores run on the grid's samples and heads; the ViT's classifier head
+  // (and its grid communication) on sp rank 0 only.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> grids = {
+      {"tp2d", {"parallel.tp=4", "parallel.tp_mode=2d"}},
+      {"tp2p5d",
+       {"parallel.tp=8", "parallel.tp_mode=2.5d", "parallel.tp_depth=2"}},
+      {"tp3d", {"parallel.tp=8", "parallel.tp_mode=3d"}}};
+  for (const auto& [name, l] : grids) {
+    for (const char* att : {"rsa", "ring", "ulysses"}) {
+      std::vector<std::string> g = l;
+      g.push_back("parallel.sp=2");
+      g.push_back(std::string("parallel.sp_attention=") + att);
+      out.push_back({"gpt_sp2_" + name + "_" + att, &kGpt, g});
+      g.push_back("model.pool=mean");
+      out.push_back({"vit_mean_sp2_" + name + "_" + att, &kVit, g});
+    }
+  }
+  out.push_back(
+      {"vit_cls_sp2_tp2d_rsa",
+       &kVit,
+       {"parallel.tp=4",
+        "parallel.tp_mode=2d",
+        "parallel.sp=2",
+        "parallel.sp_attention=rsa",
+        "model.patch=4"}});
+  out.push_back(
+      {"gpt_dp2_pp2_sp2_tp2d_ring",
+       &kGpt,
+       {"parallel.tp=4",
+        "parallel.tp_mode=2d",
+        "parallel.sp=2",
+        "parallel.dp=2",
+        "parallel.pp=2",
+        "parallel.microbatches=2",
+        "train.batch_size=16",
+        "model.depth=4"}});
   out.push_back(
       {"gpt_dp2_sp2_ring",
        &kGpt,

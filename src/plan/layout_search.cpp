@@ -42,6 +42,7 @@ std::vector<std::vector<std::string>> tp_modes(int tp) {
   if (tp == 1)
     return {{}};
   out.push_back({t, "parallel.tp_mode=1d"});
+  out.push_back({t, "parallel.tp_mode=1d", "parallel.tp_seq=true"});
   int q = 0;
   if (is_power(tp, 2, &q))
     out.push_back({t, "parallel.tp_mode=2d"});
@@ -71,8 +72,8 @@ int group_ranks(const std::string& name, const Config& config) {
   return n;
 }
 
-// "dp=2 pp=2 (microbatches=4) tp=2 (1d) sp=2 zero=1": the axes of more
-// than one rank; "serial" when none.
+// "dp=2 pp=2 (microbatches=4) tp=2 (1d, seq) sp=2 zero=1": the axes of
+// more than one rank; "serial" when none.
 std::string describe(const Config& c) {
   const ParallelConfig& p = c.parallel;
   std::string s;
@@ -90,6 +91,8 @@ std::string describe(const Config& c) {
     std::string t = "tp=" + std::to_string(p.tp) + " (" + to_string(p.tp_mode);
     if (p.tp_mode == TpMode::k2p5d)
       t += ", depth " + std::to_string(p.tp_depth);
+    if (p.tp_seq)
+      t += ", seq";
     part(t + ")");
   }
   if (p.sp > 1)

@@ -2,7 +2,8 @@
 // ranks, the alpha-beta cost of a group's volume, and the ranking's
 // response to the machine: a free link leaves only compute and the
 // pipeline's bubble, a slow link favours the layouts that communicate
-// least, and memory per rank falls with the ZeRO stage.
+// least, and memory per rank falls with the ZeRO stage (and the
+// activations with 1D's sequence-split regions).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,6 +83,16 @@ TEST(LayoutSearch, CandidatesCoverEveryFactorisationAndMode) {
   EXPECT_FALSE(
       has(c8, {"parallel.tp_mode=1d", "parallel.tp=8", "parallel.zero=1"}));
   EXPECT_TRUE(has(c8, {"parallel.tp_mode=2.5d", "parallel.zero=1"}));
+  // 1D with its sequence-split regions, also inside sequence parallelism;
+  // sequence parallelism inside every other mode.
+  EXPECT_TRUE(
+      has(c8,
+          {"parallel.tp=2",
+           "parallel.tp_mode=1d",
+           "parallel.tp_seq=true",
+           "parallel.sp=2"}));
+  EXPECT_TRUE(
+      has(c8, {"parallel.tp=4", "parallel.tp_mode=2d", "parallel.sp=2"}));
   EXPECT_THROW(layout_candidates(base, 0), ConfigError);
 }
 
@@ -202,6 +213,12 @@ TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
   // The GPT on one stage has its activation peak modelled.
   EXPECT_GT(find(all, "dp=4").act_bytes, 0);
   EXPECT_EQ(find(all, "dp=2 pp=2 (microbatches=2)").act_bytes, -1);
+  // 1D's sequence-split regions hold less of it, and the same state.
+  const LayoutCost& plain = find(all, "dp=2 tp=2 (1d)");
+  const LayoutCost& seq = find(all, "dp=2 tp=2 (1d, seq)");
+  EXPECT_GT(seq.act_bytes, 0);
+  EXPECT_LT(seq.act_bytes, plain.act_bytes);
+  EXPECT_EQ(seq.state_bytes, plain.state_bytes);
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 //
 // A layout is dp x pp x tp x sp = ranks with a tensor-parallel mode (1d
 // for any tp, with and without its sequence-split regions, 2d for tp =
-// q^2, 2.5d for tp = q^2 d with d >= 2, 3d for tp = p^3) and a ZeRO stage (0 to 3 when the gradient sync has more than
-// one rank); pipelines run 1F1B with the config's micro-batches, or P
+// q^2, 2.5d for tp = q^2 d with d >= 2, 3d for tp = p^3) and a ZeRO stage
+// (0 to 3 when the gradient sync has more than one rank); pipelines run
+// 1F1B with the config's micro-batches, or P
 // (and 2 P) of them when it has fewer. Each candidate is loaded through
 // load_config with the user's overrides, so the config's own checks reject
 // what cannot run (divisibility of the batch, the heads, the mode's

@@ -356,7 +356,7 @@ class Tp2d final : public TensorParallelMode {
         n,
         " samples does not split (training: train.batch_size / parallel.dp "
         "/ parallel.microbatches; evaluation: each parallel.dp rank's share "
-        "of train.eval_samples, in batches of train.batch_size)");
+        "of train.eval_samples, in batches of the training micro-batch)");
     const int64_t count = n / rows;
     const int depth =
         d_ > 1 && !NDT_FAULT(kTp2p5dSameSamples) ? mesh.coord("tp_dep") : 0;
@@ -514,7 +514,7 @@ class Tp3d final : public TensorParallelMode {
         n,
         " samples does not split (training: train.batch_size / parallel.dp "
         "/ parallel.microbatches; evaluation: each parallel.dp rank's share "
-        "of train.eval_samples, in batches of train.batch_size)");
+        "of train.eval_samples, in batches of the training micro-batch)");
     const int64_t count = n / blocks;
     const int block = mesh.coord(kTp3dWt) * p_ + mesh.coord(kTp3dIn);
     return {block * count, count};

@@ -3,7 +3,8 @@
 # through checkpoints: under a memory cap (train.mem_cap_mb=100) that the
 # model's parameters and gradients alone exceed, a 4-rank layout trains,
 # saves its checkpoint and resumes from it, while the same model without
-# the layout stops with the cap's error. Pipeline ranks build only their
+# the layout stops with the cap's error, and evaluation stays within what
+# training needs. Pipeline ranks build only their
 # modules; data parallelism lays out its buckets before the model is built
 # and takes over each module as it is built (ZeRO stage 3 keeps a quarter
 # of the values); checkpoints are written and read one tensor at a time.
@@ -12,7 +13,11 @@
 #        109 MiB), a 4-stage pipeline (about 60 MiB per rank);
 #   zero3: GPT width 256, 16 blocks (12.7M parameters, 97 MiB), dp=4 with
 #        ZeRO stage 3 and 1 MiB buckets (peak 79 MiB per rank; 115 MiB
-#        when every rank built the whole model first).
+#        when every rank built the whole model first);
+#   eval: GPT width 128, 1 block, 1024 tokens, dp=4 with one sample per
+#        rank and step: evaluation runs in batches of that micro-batch
+#        (in batches of train.batch_size, 4 samples, its attention scores
+#        alone took 64 MiB, and the run stopped at its evaluation).
 # Usage: memory_under_cap.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -65,4 +70,6 @@ check pp4 model.dim=384 model.depth=8 model.heads=6 model.mlp_dim=1536 \
   train.batch_size=4 -- parallel.pp=4 parallel.microbatches=4
 check zero3 model.dim=256 model.depth=16 model.heads=4 model.mlp_dim=1024 \
   train.batch_size=4 -- parallel.dp=4 parallel.zero=3 parallel.bucket_mb=1
+check eval model.dim=128 model.depth=1 model.heads=4 model.mlp_dim=512 \
+  model.seq_len=1024 train.batch_size=4 -- parallel.dp=4
 echo PASS

@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "ops/ops.h"
+#include "tensor/memory.h"
 #include "tensor/rng.h"
 
 namespace ndt {
@@ -93,8 +94,19 @@ double measure_fma_peak_gflops() {
   return best;
 }
 
+namespace {
+
+constexpr int kSgemmN = 1536;
+
+}  // namespace
+
+int64_t sgemm_peak_bytes() {
+  return 3 * static_cast<int64_t>(
+                 mem_block_bytes(sizeof(float) * kSgemmN * kSgemmN));
+}
+
 double measure_sgemm_peak_gflops() {
-  const int n = 1536;
+  const int n = kSgemmN;
   Tensor a({n, n}, MemTag::kOther), b({n, n}, MemTag::kOther),
       c({n, n}, MemTag::kOther);
   rng_fill_uniform(a.data(), a.numel(), rng_key(0, "peak.a"), 0, -1, 1);

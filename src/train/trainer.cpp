@@ -21,6 +21,8 @@
 #include "ops/ops.h"
 #include "optim/grad_norm.h"
 #include "parallel/ddp.h"
+#include "parallel/sequence_parallel.h"
+#include "parallel/tensor_parallel_mode.h"
 #include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
@@ -257,6 +259,26 @@ TrainSummary run_training(
     for (int64_t n : held)
       out << " " << n;
     out << (dp > 1 ? "; data parallel x" + std::to_string(dp) : "") << "\n";
+  }
+  if (config.parallel.tp > 1) {
+    const ParallelConfig& p = config.parallel;
+    const auto mode = make_tensor_parallel_mode(config);
+    out << "ndtrain: tensor parallel, tp=" << p.tp << " ("
+        << to_string(p.tp_mode);
+    const std::vector<MeshAxis> axes = mode->axes();
+    for (size_t i = 0; i < axes.size(); ++i)
+      out << (i == 0 ? ": " : " x ") << axes[i].name << " " << axes[i].size;
+    out << (p.tp_seq ? ", sequence-split regions" : "") << "), "
+        << config.model.heads / mode->head_split() << " of "
+        << config.model.heads << " heads per tp rank\n";
+  }
+  if (config.parallel.sp > 1) {
+    const ParallelConfig& p = config.parallel;
+    const int64_t T = model_tokens(config.model);
+    out << "ndtrain: sequence parallel, sp=" << p.sp << " ("
+        << to_string(p.sp_attention) << " attention, "
+        << to_string(sequence_split(config)) << " split), " << T / p.sp
+        << " of " << T << " tokens per sample per rank\n";
   }
   if (engine.ddp() && engine.ddp()->shards_optimizer()) {
     // What this (the printing) rank updates of what it holds.

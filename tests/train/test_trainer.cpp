@@ -211,6 +211,29 @@ std::string two_rank_log(const std::vector<std::string>& layout) {
   return log.str();
 }
 
+// The start-up names the tensor-parallel mode (its axes, the heads a rank
+// holds) and the sequence split (core, split, tokens per rank).
+TEST(TrainLoop, StartUpDescribesTensorAndSequenceParallelism) {
+  const std::string tp = two_rank_log(
+      {"model.depth=1",
+       "train.steps=3",
+       "parallel.tp=2",
+       "parallel.tp_seq=true"});
+  EXPECT_NE(
+      tp.find("ndtrain: tensor parallel, tp=2 (1d: tp 2, sequence-split "
+              "regions), 2 of 4 heads per tp rank\n"),
+      std::string::npos)
+      << tp;
+  const std::string sp =
+      two_rank_log({"model.depth=1", "train.steps=3", "parallel.sp=2"});
+  EXPECT_NE(
+      sp.find("ndtrain: sequence parallel, sp=2 (ring attention, zigzag "
+              "split), 8 of 16 tokens per sample per rank\n"),
+      std::string::npos)
+      << sp;
+  EXPECT_EQ(sp.find("tensor parallel"), std::string::npos) << sp;
+}
+
 // The start-up lines of rank 0 of a dp=2 GPT under ZeRO stage `stage`.
 std::string zero_startup_log(int stage, int depth) {
   return two_rank_log(

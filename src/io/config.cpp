@@ -36,6 +36,10 @@ int model_blocks(const ModelConfig& m) {
   return 0;
 }
 
+int64_t micro_batch_size(const Config& c) {
+  return c.train.batch_size / c.parallel.dp / c.parallel.microbatches;
+}
+
 int64_t model_tokens(const ModelConfig& m) {
   switch (m.kind) {
     case ModelKind::kMlp:

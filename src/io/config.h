@@ -336,6 +336,10 @@ Config load_config(
     const std::string& yaml_path, const std::vector<std::string>& overrides);
 
 nlohmann::json config_to_json(const Config& config);
+
+// Samples of one micro-batch on one data-parallel replica: train.batch_size
+// / parallel.dp / parallel.microbatches (load_config checks they divide).
+int64_t micro_batch_size(const Config& config);
 // Inverse of config_to_json; validates like load_config.
 Config config_from_json(const nlohmann::json& json);
 

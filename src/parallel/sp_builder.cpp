@@ -62,10 +62,6 @@ class RootHead final : public LossHead {
   SeqShard shard_;
 };
 
-}  // namespace
-
-namespace {
-
 void check_shard(const SeqShard& shard, const ProcessGroup& sp) {
   NDT_ASSERT(
       shard.rank() == sp.rank() && shard.size() == sp.size(),
@@ -168,10 +164,8 @@ std::unique_ptr<Module> SpBuilder::dropout(const std::string& name, float p) {
   if (!tp_)
     return per_token_->dropout(name, p);
   SpDropoutSplit split;
-  if (token_split_) {
-    split.token_part = tp_->rank();
-    split.token_parts = tp_->size();
-  }
+  if (token_split_)
+    split = {.token_part = tp_->rank(), .token_parts = tp_->size()};
   return std::make_unique<SpDropout>(name, p, shard_, split);
 }
 

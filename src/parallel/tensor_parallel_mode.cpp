@@ -95,7 +95,7 @@ void check_tp1d(const Config& c) {
     const int64_t T_all = model_tokens(m);
     const bool sp = p.sp > 1 && T_all % p.sp == 0;
     const int64_t T = sp ? T_all / p.sp : T_all;
-    const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
+    const int64_t micro = micro_batch_size(c);
     NDT_CHECK(
         micro * T % p.tp == 0,
         ConfigError,
@@ -278,7 +278,7 @@ void check_tp2d(const Config& c) {
         "): the vocabulary is split over the grid columns (no padding is "
         "done)");
   }
-  const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
+  const int64_t micro = micro_batch_size(c);
   NDT_CHECK(
       micro % (int64_t{d} * q) == 0,
       ConfigError,
@@ -342,7 +342,7 @@ class Tp2d final : public TensorParallelMode {
   }
   // Row-block k q + i of the n samples (grid k, row i).
   SampleRows sample_rows(const Mesh& mesh, int64_t n) const override {
-    const int rows = d_ * q_;
+    const int rows = sample_blocks();
     NDT_CHECK(
         n % rows == 0,
         ConfigError,
@@ -457,7 +457,7 @@ void check_tp3d(const Config& c) {
         ", parallel.tp_mode=3d): the vocabulary projection's output is "
         "split in p^2 pieces (no padding is done)");
   }
-  const int64_t micro = c.train.batch_size / p.dp / p.microbatches;
+  const int64_t micro = micro_batch_size(c);
   NDT_CHECK(
       micro % (s * s) == 0,
       ConfigError,
@@ -496,15 +496,15 @@ class Tp3d final : public TensorParallelMode {
     s.back() /= p_;
     return s;
   }
-  // Block wt p + in of the n samples.
   int head_split() const override {
     return p_;
   }
   int sample_blocks() const override {
     return p_ * p_;
   }
+  // Block wt p + in of the n samples.
   SampleRows sample_rows(const Mesh& mesh, int64_t n) const override {
-    const int blocks = p_ * p_;
+    const int blocks = sample_blocks();
     NDT_CHECK(
         n % blocks == 0,
         ConfigError,

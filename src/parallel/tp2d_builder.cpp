@@ -66,9 +66,8 @@ std::unique_ptr<Module> Tp2dBuilder::attention_core(int heads, bool causal) {
 
 std::unique_ptr<Module> Tp2dBuilder::dropout(const std::string& name, float p) {
   if (sp_tokens_) {
-    SpDropoutSplit split;
-    split.feature_block = mesh_.coord("tp_col");
-    split.feature_blocks = q_;
+    const SpDropoutSplit split{
+        .feature_block = mesh_.coord("tp_col"), .feature_blocks = q_};
     return std::make_unique<SpDropout>(name, p, *sp_tokens_, split);
   }
   return std::make_unique<Dropout2d>(name, p, mesh_);

@@ -106,9 +106,9 @@ std::unique_ptr<Module> Tp3dBuilder::attention_core(int heads, bool causal) {
 
 std::unique_ptr<Module> Tp3dBuilder::dropout(const std::string& name, float p) {
   if (sp_tokens_) {
-    SpDropoutSplit split;
-    split.feature_block = mesh_.coord(kTp3dOut);
-    split.feature_blocks = mesh_.size(kTp3dOut);
+    const SpDropoutSplit split{
+        .feature_block = mesh_.coord(kTp3dOut),
+        .feature_blocks = mesh_.size(kTp3dOut)};
     return std::make_unique<SpDropout>(name, p, *sp_tokens_, split);
   }
   return std::make_unique<Dropout2d>(

@@ -211,7 +211,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
   // The evaluation batches must split as the mode splits samples: fail now
   // rather than at the first evaluation.
   const auto [first, end] = eval_range();
-  const int64_t B = eval_batch();
+  const int64_t B = micro_batch_size(config);
   try {
     if (end - first >= B)
       mode_->sample_rows(mesh_, B);
@@ -237,11 +237,6 @@ std::pair<int64_t, int64_t> Engine::eval_range() const {
     total = std::min(total, config_.train.eval_samples);
   const int parts = threads_ ? 1 : dp_;
   return {total * rank_ / parts, total * (rank_ + 1) / parts};
-}
-
-int64_t Engine::eval_batch() const {
-  const ParallelConfig& p = config_.parallel;
-  return config_.train.batch_size / p.dp / p.microbatches;
 }
 
 Tensor Engine::my_tokens(const Tensor& t) const {
@@ -447,7 +442,7 @@ EvalResult Engine::evaluate(int64_t step) {
   }
   // Data parallel over ranks: each rank a contiguous share, stats reduced.
   const auto [first, end] = eval_range();
-  const int64_t B = eval_batch();
+  const int64_t B = micro_batch_size(config_);
   auto forward = [&](int64_t i, int64_t n, LossStats& into) {
     Tensor input = data_.make_input(n);
     Tensor targets = data_.make_targets(n);

@@ -88,11 +88,9 @@ class Engine {
   std::function<void()> on_grads_ready;
   // Evaluates on the configured evaluation set (each data-parallel rank a
   // slice, results reduced), in batches of the training micro-batch
-  // (eval_batch()), so that an evaluation holds no more activations than
-  // a training step's forward.
+  // (micro_batch_size), so that an evaluation holds no more activations
+  // than a training step's forward.
   EvalResult evaluate(int64_t step);
-  // train.batch_size / parallel.dp / parallel.microbatches.
-  int64_t eval_batch() const;
 
   // Replica 0's model (on a pipeline rank: only its chunks) and the
   // optimizer that updates it.

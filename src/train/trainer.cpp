@@ -241,13 +241,13 @@ TrainSummary run_training(
     out << "ndtrain: data parallel, " << dp << " replicas ("
         << to_string(config.parallel.dp_mode) << "), "
         << config.parallel.microbatches << " micro-batch(es) of "
-        << B / dp / config.parallel.microbatches << " per replica\n";
+        << micro_batch_size(config) << " per replica\n";
   }
   if (pp > 1) {
     const ParallelConfig& p = config.parallel;
     out << "ndtrain: pipeline, " << pp << " stages x " << p.pp_chunks
         << " chunk(s), schedule " << to_string(p.schedule) << ", "
-        << p.microbatches << " micro-batch(es) of " << B / dp / p.microbatches
+        << p.microbatches << " micro-batch(es) of " << micro_batch_size(config)
         << ", recompute " << to_string(p.recompute) << "; blocks per stage";
     for (int n : engine.stage_blocks())
       out << " " << n;

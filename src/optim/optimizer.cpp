@@ -14,35 +14,45 @@ void Optimizer::step_with_grad_squares(
 }
 
 void Optimizer::load_state(const NamedState& state, int64_t step) {
-  NamedState mine = this->state();
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state)
     given[name] = &t;
+  const size_t expected = this->state().size();
   NDT_CHECK(
-      given.size() == mine.size(),
+      given.size() == expected,
       CheckpointError,
       "optimizer state has ",
       given.size(),
       " tensors, expected ",
-      mine.size());
-  for (auto& [name, t] : mine) {
-    auto it = given.find(name);
+      expected);
+  load_state(
+      [&given](const std::string& name) {
+        auto it = given.find(name);
+        NDT_CHECK(
+            it != given.end(),
+            CheckpointError,
+            "optimizer state is missing '",
+            name,
+            "'");
+        return *it->second;
+      },
+      step);
+}
+
+void Optimizer::load_state(
+    const std::function<Tensor(const std::string& name)>& read, int64_t step) {
+  for (auto& [name, t] : this->state()) {
+    const Tensor v = read(name);
     NDT_CHECK(
-        it != given.end(),
-        CheckpointError,
-        "optimizer state is missing '",
-        name,
-        "'");
-    NDT_CHECK(
-        it->second->shape() == t.shape(),
+        v.shape() == t.shape(),
         CheckpointError,
         "optimizer state '",
         name,
         "' has shape ",
-        shape_str(it->second->shape()),
+        shape_str(v.shape()),
         ", expected ",
         shape_str(t.shape()));
-    t.copy_(*it->second);
+    t.copy_(v);
   }
   step_ = step;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,11 @@ class Optimizer {
     return params_;
   }
   void load_state(const NamedState& state, int64_t step);
+  // The same, one tensor at a time: read(name) returns the tensor for each
+  // name state() lists (checked against its shape) and it is copied in
+  // before the next is read.
+  void load_state(
+      const std::function<Tensor(const std::string& name)>& read, int64_t step);
   int64_t step_count() const {
     return step_;
   }

@@ -388,33 +388,36 @@ int64_t load_run_checkpoint(
   if (engine.ddp())
     engine.ddp()->values_written();
   // The optimizer's own parameters: all of them, or under ZeRO
-  // those this rank updates.
+  // those this rank updates; each state tensor read and copied in before
+  // the next.
   const SafetensorsReader& states = ck.optimizer();
-  NamedState state;
-  const std::vector<std::string> suffixes = engine.optimizer().state_suffixes();
-  for (Parameter* p : engine.optimizer().parameters()) {
-    for (const std::string& suffix : suffixes) {
-      const std::string name = p->name + suffix;
-      const int64_t i = states.find(name);
-      NDT_CHECK(
-          i >= 0,
-          CheckpointError,
-          "checkpoint ",
-          dir,
-          ": optimizer state is missing '",
-          name,
-          "'");
-      check_tensor_spec(
-          states.tensors()[i],
-          p->layout.global_shape,
-          ": optimizer state '",
-          dir);
-      const Tensor t = states.read(static_cast<size_t>(i));
-      check_tensor_values(t, name, dir);
-      state.emplace_back(name, p->layout.take_local(t));
-    }
+  std::map<std::string, const Parameter*> state_of;
+  for (const Parameter* p : engine.optimizer().parameters()) {
+    for (const std::string& suffix : engine.optimizer().state_suffixes())
+      state_of[p->name + suffix] = p;
   }
-  engine.optimizer().load_state(state, step);
+  engine.optimizer().load_state(
+      [&](const std::string& name) {
+        const Parameter* p = state_of.at(name);
+        const int64_t i = states.find(name);
+        NDT_CHECK(
+            i >= 0,
+            CheckpointError,
+            "checkpoint ",
+            dir,
+            ": optimizer state is missing '",
+            name,
+            "'");
+        check_tensor_spec(
+            states.tensors()[i],
+            p->layout.global_shape,
+            ": optimizer state '",
+            dir);
+        const Tensor t = states.read(static_cast<size_t>(i));
+        check_tensor_values(t, name, dir);
+        return p->layout.take_local(t);
+      },
+      step);
   return step;
 }
 

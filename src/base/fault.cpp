@@ -37,6 +37,7 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kZeroSkipBroadcast, "zero_skip_broadcast"},
     {Fault::kZero2StaleSlot, "zero2_stale_slot"},
     {Fault::kZero3StaleValues, "zero3_stale_values"},
+    {Fault::kZero3SkipLayerGather, "zero3_skip_layer_gather"},
 };
 
 Fault parse_fault() {

@@ -50,6 +50,9 @@
 //   zero3_stale_values   ZeRO stage 3: the update does not mark the value
 //                        slots old, so a bucket still in its slot is used
 //                        with its values from before the update
+//   zero3_skip_layer_gather  ZeRO stage 3: nothing is gathered before a
+//                        module's later layers (only the module's hooks
+//                        gather), so they read whatever their slots hold
 #pragma once
 
 namespace ndt {
@@ -76,6 +79,7 @@ enum class Fault {
   kZeroSkipBroadcast,
   kZero2StaleSlot,
   kZero3StaleValues,
+  kZero3SkipLayerGather,
 };
 
 #ifdef NDT_FAULTS

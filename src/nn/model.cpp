@@ -53,15 +53,23 @@ bool keep_no_module(int, const std::vector<Parameter*>&) {
   return false;
 }
 
-bool Model::describe(int m, std::vector<Parameter*> params) {
+bool Model::describe(
+    int m, std::vector<Parameter*> params, const std::vector<int>& layers) {
   NDT_ASSERT(
       static_cast<int>(described_.size()) == m,
       "module ",
       m,
       " added out of order");
+  NDT_ASSERT(layers.empty() || layers.size() == params.size());
   std::vector<ParamDesc> d;
-  for (Parameter* p : params)
-    d.push_back({p->name, p->layout.global_shape, p->value.numel()});
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter* p = params[i];
+    d.push_back(
+        {p->name,
+         p->layout.global_shape,
+         p->value.numel(),
+         layers.empty() ? 0 : layers[i]});
+  }
   described_.push_back(std::move(d));
   params_.clear();
   return !keep_ || keep_(m, params);
@@ -69,12 +77,15 @@ bool Model::describe(int m, std::vector<Parameter*> params) {
 
 void Model::add_embed(std::unique_ptr<Module> m) {
   NDT_ASSERT(described_.empty(), "the input layer is added first");
-  if (describe(0, m->parameters()))
+  if (describe(0, m->parameters(), m->parameter_layers()))
     embed = std::move(m);
 }
 
 void Model::add_block(std::unique_ptr<Module> m) {
-  if (describe(1 + static_cast<int>(blocks.size()), m->parameters()))
+  if (describe(
+          1 + static_cast<int>(blocks.size()),
+          m->parameters(),
+          m->parameter_layers()))
     blocks.push_back(std::move(m));
   else
     blocks.push_back(nullptr);
@@ -83,7 +94,7 @@ void Model::add_block(std::unique_ptr<Module> m) {
 void Model::add_head(std::unique_ptr<LossHead> h) {
   std::vector<Parameter*> params;
   h->collect_parameters(params);
-  if (describe(num_modules() - 1, params))
+  if (describe(num_modules() - 1, params, {}))
     head = std::move(h);
   keep_ = nullptr;  // the build is complete: nothing it captured is needed
 }
@@ -114,6 +125,11 @@ void Model::zero_grad() {
     ops::zero_(p->grad);
 }
 
+std::function<void(int, bool)> Model::layer_hook(int m) {
+  return
+      [this, m](int layer, bool forward) { on_layer_begin(m, layer, forward); };
+}
+
 Tensor Model::forward_range(
     int first,
     int last,
@@ -134,6 +150,8 @@ Tensor Model::forward_range(
     if (on_forward_begin)
       on_forward_begin(m);
     Context& c = ctx.child(m);
+    const std::function<void(int, bool)> layer_begin = layer_hook(m);
+    c.run.layer_begin = on_layer_begin ? &layer_begin : nullptr;
     if (m == head_m) {
       head->forward(x, targets, c, stats);
       if (!ctx.run.training)
@@ -176,6 +194,8 @@ Tensor Model::backward_range(
         c.recompute_input = Tensor();
         module(m).forward(x, c);
       }
+      const std::function<void(int, bool)> layer_begin = layer_hook(m);
+      c.run.layer_begin = on_layer_begin ? &layer_begin : nullptr;
       g = module(m).backward(g, c);
     }
     if (on_backward_done)

@@ -38,6 +38,7 @@ struct ParamDesc {
   std::string name;
   Shape global_shape;
   int64_t numel = 0;  // this rank's elements (its shard in tensor parallelism)
+  int layer = 0;      // the module's layer that reads it (parameter_layers)
 };
 
 class Model {
@@ -66,6 +67,14 @@ class Model {
   // Called right before module m's forward (forward_range, also in
   // evaluation): ZeRO stage 3 gathers the parameters it reads.
   std::function<void(int)> on_forward_begin;
+  // Called inside module m's forward and backward before each of its
+  // layers that reads parameters (begin_layer(), for modules of several
+  // layers: ParamDesc::layer), after on_forward_begin / on_backward_begin:
+  // data parallelism launches a bucket's reduce once the layers after it
+  // in backward are done, ZeRO readies its slots and (stage 3) gathers
+  // layer by layer. Not called while backward runs a module's forward
+  // again (recompute).
+  std::function<void(int m, int layer, bool forward)> on_layer_begin;
   // Called between layers inside a module's forward and backward
   // (RunState::comm_poll), more often than the hooks above: lets in-flight
   // communication advance.
@@ -140,8 +149,12 @@ class Model {
 
  private:
   Module& module(int m);
-  // Records module m's parameters; true when the build keeps it.
-  bool describe(int m, std::vector<Parameter*> params);
+  // Module m's RunState::layer_begin: calls on_layer_begin(m, ...).
+  std::function<void(int, bool)> layer_hook(int m);
+  // Records module m's parameters and their layers (empty: all layer 0);
+  // true when the build keeps it.
+  bool describe(
+      int m, std::vector<Parameter*> params, const std::vector<int>& layers);
 
   KeepModule keep_;
   std::vector<std::vector<ParamDesc>> described_;  // per module

@@ -55,12 +55,24 @@ struct RunState {
   // broadcasts): composite modules call poll_comm() between their layers
   // so it advances while they compute.
   const std::function<void()>* comm_poll = nullptr;
+  // Set during forward and backward when data parallelism works layer by
+  // layer (its reduces, ZeRO's slots and stage 3's gathers): a module
+  // whose parameters belong to several layers (Module::parameter_layers)
+  // calls begin_layer() before each of them runs, in forward ascending
+  // and in backward descending.
+  const std::function<void(int layer, bool forward)>* layer_begin = nullptr;
 };
 
 // Runs run.comm_poll if set.
 inline void poll_comm(const RunState& run) {
   if (run.comm_poll != nullptr)
     (*run.comm_poll)();
+}
+
+// Runs run.layer_begin if set: layer `layer` of the module is about to run.
+inline void begin_layer(const RunState& run, int layer, bool forward) {
+  if (run.layer_begin != nullptr)
+    (*run.layer_begin)(layer, forward);
 }
 
 class Context {
@@ -98,6 +110,13 @@ class Module {
     std::vector<Parameter*> out;
     collect_parameters(out);
     return out;
+  }
+  // Per parameter (collect_parameters order): the layer of the module
+  // that reads it, 0, 1, ... in forward order. A module with more than one
+  // layer calls begin_layer() before each; by default every parameter is
+  // read by layer 0, and the module's whole forward and backward read them.
+  virtual std::vector<int> parameter_layers() {
+    return std::vector<int>(parameters().size(), 0);
   }
 };
 

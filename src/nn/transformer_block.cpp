@@ -47,11 +47,16 @@ TransformerBlock::TransformerBlock(
       LinearRole::kSecond,
       o.proj_init_std);
   layers_[kDrop2] = b.dropout(n + ".mlp.drop", o.dropout);
+  int k = 0;
+  for (int i = 0; i < kLayers; ++i)
+    param_layer_[i] = layers_[i]->parameters().empty() ? -1 : k++;
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, Context& ctx) {
   Tensor a = x;
   for (int i = kLn1; i <= kDrop1; ++i) {
+    if (param_layer_[i] >= 0)
+      begin_layer(ctx.run, param_layer_[i], true);
     a = layers_[i]->forward(a, ctx.child(i));
     poll_comm(ctx.run);
   }
@@ -59,6 +64,8 @@ Tensor TransformerBlock::forward(const Tensor& x, Context& ctx) {
   ops::add(h, x, a);
   Tensor m = h;
   for (int i = kLn2; i <= kDrop2; ++i) {
+    if (param_layer_[i] >= 0)
+      begin_layer(ctx.run, param_layer_[i], true);
     m = layers_[i]->forward(m, ctx.child(i));
     poll_comm(ctx.run);
   }
@@ -71,6 +78,8 @@ Tensor TransformerBlock::backward(const Tensor& dy, Context& ctx) {
   // y = h + m: dh = dy + dm/dh; h = x + a: dx = dh + da/dx.
   Tensor g = dy;
   for (int i = kDrop2; i >= kLn2; --i) {
+    if (param_layer_[i] >= 0)
+      begin_layer(ctx.run, param_layer_[i], false);
     g = layers_[i]->backward(g, ctx.child(i));
     poll_comm(ctx.run);
   }
@@ -78,6 +87,8 @@ Tensor TransformerBlock::backward(const Tensor& dy, Context& ctx) {
   ops::add(dh, dy, g);
   g = dh;
   for (int i = kDrop1; i >= kLn1; --i) {
+    if (param_layer_[i] >= 0)
+      begin_layer(ctx.run, param_layer_[i], false);
     g = layers_[i]->backward(g, ctx.child(i));
     if (i == kQkv)
       zero_key_bias_grad();
@@ -114,6 +125,13 @@ void TransformerBlock::zero_key_bias_grad() {
 void TransformerBlock::collect_parameters(std::vector<Parameter*>& out) {
   for (auto& layer : layers_)
     layer->collect_parameters(out);
+}
+
+std::vector<int> TransformerBlock::parameter_layers() {
+  std::vector<int> out;
+  for (int i = 0; i < kLayers; ++i)
+    out.insert(out.end(), layers_[i]->parameters().size(), param_layer_[i]);
+  return out;
 }
 
 }  // namespace ndt

@@ -31,12 +31,19 @@ class TransformerBlock final : public Module {
   Tensor forward(const Tensor& x, Context& ctx) override;
   Tensor backward(const Tensor& dy, Context& ctx) override;
   void collect_parameters(std::vector<Parameter*>& out) override;
+  // The layers with parameters in forward order: ln1, qkv, proj, ln2, fc1,
+  // fc2 are layers 0 to 5 (begin_layer() runs before each).
+  std::vector<int> parameter_layers() override;
 
  private:
   // In forward order; child context i belongs to layers_[i].
   enum Layer { kLn1, kQkv, kAttn, kProj, kDrop1, kLn2, kFc1, kFc2, kDrop2 };
+  static constexpr int kLayers = 9;
   void zero_key_bias_grad();
-  std::unique_ptr<Module> layers_[9];
+  std::unique_ptr<Module> layers_[kLayers];
+  // Per entry of layers_: its number among the layers with parameters, -1
+  // when it has none.
+  int param_layer_[kLayers];
 };
 
 }  // namespace ndt

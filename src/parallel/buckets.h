@@ -47,18 +47,21 @@ std::vector<int> assign_bucket_owners(
 // is only needed around the modules its parameters belong to (gradients:
 // from the backward of the module holding its first parameter,
 // `span.first`, until its reduce to the owner is done; values: while
-// those modules run, fetched one module ahead), so these buckets share a
-// few buffers (slots): a bucket takes a slot whose previous bucket ended
-// at least one whole module before its own first module (modules run
-// from the highest number down in backward), so that the previous reduce
-// had a module's backward to finish, and of those the one that ended
-// earliest; a new slot only when there is none, or fewer than kMinSlots.
-// The gap holds in either direction, so the same slots serve forward
-// (modules ascending) and backward. Owners of -1 (nobody's) give every
+// those layers run, fetched one layer ahead; the spans are then in gather
+// units, param_gathers.h), so these buckets share a few buffers (slots): a
+// bucket takes a slot whose previous bucket ended at least one whole
+// module (unit) before its own first one (they run from the highest
+// number down in backward), so that the previous reduce had a module's
+// backward to finish, and of those the one that ended earliest; a new
+// slot only when there is none, or fewer than kMinSlots. The gap holds in
+// either direction, so the same slots serve forward (ascending) and
+// backward. Owners of -1 (nobody's) give every
 // rank the same slots. Pure: every rank of the group computes the same
 // for the same owners.
 constexpr int kMinSlots = 2;
 
+// The modules of a bucket's parameters, or (ZeRO stage 3's values) their
+// gather units (param_gathers.h), numbered in forward order.
 struct ModuleSpan {
   int first = 0;  // module of the bucket's first parameter (backward order)
   int last = 0;   // module of its last: first >= last

@@ -1,5 +1,6 @@
 #include "parallel/ddp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -54,11 +55,20 @@ DistributedDataParallel::DistributedDataParallel(
     const std::vector<bool>& held,
     ProcessGroup& group,
     int64_t bucket_bytes,
-    int zero)
-    : group_(group), zero_(zero), shard_(zero >= 1) {
+    int zero,
+    bool per_layer)
+    : group_(group), zero_(zero), shard_(zero >= 1), per_layer_(per_layer) {
   NDT_ASSERT(zero >= 0 && zero <= 3, "ZeRO stage ", zero);
   NDT_ASSERT(modules.size() == held.size());
   const int n_modules = static_cast<int>(modules.size());
+  std::vector<int> layers;  // per module
+  for (const std::vector<ParamDesc>& ps : modules) {
+    int n = 0;
+    for (const ParamDesc& d : ps)
+      n = std::max(n, d.layer + 1);
+    layers.push_back(n);
+  }
+  units_ = gather_units(layers, per_layer);
   // Backward order: head, last block, ..., input layer; within a module,
   // its parameters in reverse declaration order.
   std::vector<int64_t> numels;
@@ -70,6 +80,7 @@ DistributedDataParallel::DistributedDataParallel(
     for (auto it = modules[m].rbegin(); it != modules[m].rend(); ++it) {
       numels.push_back(it->numel);
       module_of_.push_back(m);
+      unit_of_.push_back(units_.unit(m, per_layer ? it->layer : 0));
     }
   }
   params_.assign(numels.size(), nullptr);
@@ -80,17 +91,17 @@ DistributedDataParallel::DistributedDataParallel(
   if (shard_)
     owner_ = assign_bucket_owners(buckets_, group_.size());
   // ZeRO stages 2 and 3: the gradients of the other ranks' buckets go to
-  // shared slots; stage 3: their values too.
+  // shared slots; stage 3: their values too. Both are needed unit by unit.
   slot_of_.assign(buckets_.size(), -1);
   const bool sliced = zero_ >= 2 && group_.size() > 1;
-  const std::vector<ModuleSpan> spans = bucket_spans(buckets_, module_of_);
+  const std::vector<ModuleSpan> spans = bucket_spans(buckets_, unit_of_);
   if (sliced) {
     const Slots gs = assign_slots(buckets_, spans, owner_, group_.rank());
     slot_of_ = gs.slot_of;
     for (int64_t n : gs.capacity)
       slots_.push_back(Tensor::zeros({n}, MemTag::kGrads));
     slot_user_.assign(slots_.size(), -1);
-    starts_in_.resize(n_modules);
+    starts_in_.resize(units_.total());
     for (size_t b = 0; b < buckets_.size(); ++b)
       starts_in_[spans[b].first].push_back(static_cast<int>(b));
   }
@@ -100,7 +111,8 @@ DistributedDataParallel::DistributedDataParallel(
     for (int64_t n : vs.capacity)  // 0: the slot holds only my buckets
       value_slots_.push_back(Tensor::zeros({n}, MemTag::kParams));
     value_slot_user_.assign(value_slots_.size(), -1);
-    gathers_ = std::make_unique<ParamGathers>(spans, value_slot_of_, n_modules);
+    gathers_ =
+        std::make_unique<ParamGathers>(spans, value_slot_of_, units_.total());
     gather_work_.resize(buckets_.size());
   }
   // Each bucket's gradients (ZeRO stages 2 and 3: the other ranks' in a
@@ -173,11 +185,23 @@ void DistributedDataParallel::attach(Model& model) {
   for (Parameter* p : params_)
     NDT_ASSERT(p != nullptr, "a held module's parameters were not adopted");
   model_ = &model;
-  if (!starts_in_.empty())  // ZeRO stages 2 and 3
-    model.on_backward_begin = [this](int m) { on_module_begin(m); };
-  if (gathers_)
-    model.on_forward_begin = [this](int m) { gather_values(m, true); };
-  model.on_backward_done = [this](int m) { on_module_done(m); };
+  if (!starts_in_.empty() || gathers_) {  // ZeRO stages 2 and 3
+    model.on_backward_begin = [this](int m) {
+      on_unit_backward(units_.last(m), true);
+    };
+  }
+  if (gathers_) {
+    model.on_forward_begin = [this](int m) {
+      gather_values(units_.first[m], true);
+    };
+  }
+  if (per_layer_) {
+    model.on_layer_begin = [this](int m, int layer, bool forward) {
+      on_layer_begin(m, layer, forward);
+    };
+  }
+  // The module's first unit (the others were done at the layer hooks).
+  model.on_backward_done = [this](int m) { on_unit_done(units_.first[m]); };
   model.on_comm_poll = [this] { progress(); };
 }
 
@@ -186,6 +210,7 @@ DistributedDataParallel::~DistributedDataParallel() {
     return;
   model_->on_backward_begin = nullptr;
   model_->on_forward_begin = nullptr;
+  model_->on_layer_begin = nullptr;
   model_->on_backward_done = nullptr;
   model_->on_comm_poll = nullptr;
 }
@@ -257,9 +282,9 @@ void DistributedDataParallel::values_written() {
     gathers_->invalidate();
 }
 
-void DistributedDataParallel::gather_values(int module, bool forward) {
+void DistributedDataParallel::gather_values(int unit, bool forward) {
   const double t0 = now_s();
-  for (int b : gathers_->before(module, forward)) {
+  for (int b : gathers_->before(unit, forward)) {
     // The slot's previous bucket: its broadcast must be done writing.
     const int s = value_slot_of_[b];
     if (value_slot_user_[s] >= 0)
@@ -268,7 +293,7 @@ void DistributedDataParallel::gather_values(int module, bool forward) {
     gather_work_[b] = group_.broadcast_async(
         values_[b].data(), values_[b].numel(), owner_[b]);
   }
-  for (int b : gathers_->of_module(module))
+  for (int b : gathers_->of_unit(unit))
     settle(gather_work_[b]);
   exposed_s_ += now_s() - t0;
 }
@@ -323,16 +348,34 @@ void DistributedDataParallel::begin_backward(bool last) {
   sync_ = last || zero_ >= 2;
 }
 
-void DistributedDataParallel::on_module_begin(int module) {
-  if (gathers_)
-    gather_values(module, false);
-  // ZeRO stages 2 and 3: the buckets whose first gradients `module`
+void DistributedDataParallel::on_layer_begin(int m, int layer, bool forward) {
+  const int u = units_.unit(m, layer);
+  const bool gather = gathers_ && !NDT_FAULT(kZero3SkipLayerGather);
+  if (forward) {
+    // The module's first unit: on_forward_begin gathered it.
+    if (gather && u != units_.first[m])
+      gather_values(u, true);
+    return;
+  }
+  // The module's last unit: on_backward_begin readied it.
+  if (u == units_.last(m))
+    return;
+  on_unit_done(u + 1);  // the layer after it, whose backward just ran
+  on_unit_backward(u, gather);
+}
+
+void DistributedDataParallel::on_unit_backward(int unit, bool gather) {
+  if (gathers_ && gather)
+    gather_values(unit, false);
+  if (starts_in_.empty())
+    return;
+  // ZeRO stages 2 and 3: the buckets whose first gradients `unit`
   // computes. The reduce of the bucket's previous micro-batch (it writes
   // the owner's sum) and of the slot's previous bucket (it reads the slot)
   // must be done before they are written; then the bucket counts its
   // parameters afresh (each backward reduces it).
   const double t0 = now_s();
-  for (int b : starts_in_[module]) {
+  for (int b : starts_in_[unit]) {
     wait_bucket(b);
     pending_[b] = static_cast<int>(buckets_[b].params.size());
     const int s = slot_of_[b];
@@ -347,13 +390,13 @@ void DistributedDataParallel::on_module_begin(int module) {
   exposed_s_ += now_s() - t0;
 }
 
-void DistributedDataParallel::on_module_done(int module) {
+void DistributedDataParallel::on_unit_done(int unit) {
   if (!sync_ || group_.size() == 1)
     return;
-  // Parameters of `module` are final: count them off their buckets and
+  // Parameters of `unit` are final: count them off their buckets and
   // launch every bucket that became complete, in bucket order.
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (module_of_[i] != module)
+    if (unit_of_[i] != unit)
       continue;
     int b = bucket_of_[i];
     if (--pending_[b] == 0) {

@@ -2,11 +2,12 @@
 //
 // Gradients live in flat fp32 buckets (parameter grads become slices of
 // them), assigned by assign_buckets() in backward order. A bucket's
-// all-reduce starts as soon as the last of its gradients is final (the
-// Model's on_backward_done hook), so communication overlaps the rest of
-// backward; finish() waits for the stragglers. A backward that is not the
-// step's last (begin_backward(false), gradient accumulation) only
-// accumulates locally, as no_sync does elsewhere.
+// all-reduce starts as soon as the last of its gradients is final (after
+// the backward of the layer holding it: the Model's on_layer_begin and
+// on_backward_done hooks; module by module under recompute), so
+// communication overlaps the rest of backward; finish() waits for the
+// stragglers. A backward that is not the step's last (begin_backward(false),
+// gradient accumulation) only accumulates locally, as no_sync does elsewhere.
 // Every rank scales its loss by 1 / (global number of loss terms), so the
 // all-reduced sum is the global-batch gradient: no division afterwards.
 //
@@ -21,21 +22,23 @@
 //
 // ZeRO stage 2 (zero = 2) also shards the gradients: a rank keeps memory
 // only for the buckets it owns; the others' gradients live in a few
-// shared slots (assign_slots) while they are computed and reduced.
-// So every backward reduces, also one that is not the step's last: the
-// owner's bucket accumulates the sums of the micro-batches, a slot is
-// zeroed when its next bucket starts (the Model's on_backward_begin hook)
-// after the reduce of the bucket before it has finished. A bucket never
+// shared slots (assign_slots over the gather units, param_gathers.h)
+// while they are computed and reduced. So every backward reduces, also
+// one that is not the step's last: the owner's bucket accumulates the
+// sums of the micro-batches, a slot is zeroed when its next bucket starts
+// (the Model's on_backward_begin and on_layer_begin hooks) after the
+// reduce of the bucket before it has finished. A bucket never
 // spans two model chunks of a pipeline rank (their backwards alternate
 // between micro-batches), so each chunk's backward completes its own.
 //
 // ZeRO stage 3 (zero = 3) also shards the parameter values: a rank keeps
 // the values of its own buckets; the others' live in shared slots
-// (assign_slots with no owners: the same on every rank), filled by a
-// broadcast from the owner before a module's forward or backward reads
-// them and one module ahead (ParamGathers decides which, the Model's
-// on_forward_begin and on_backward_begin hooks run it). After the update
-// nothing is broadcast: the next forward gathers what it reads.
+// (assign_slots over the gather units with no owners: the same on every
+// rank), filled by a broadcast from the owner before a layer's forward or
+// backward reads them and one layer ahead (ParamGathers decides which, the
+// Model's on_forward_begin, on_backward_begin and on_layer_begin hooks run
+// it; with recompute, module by module). After the update nothing is
+// broadcast: the next forward gathers what it reads.
 #pragma once
 
 #include <memory>
@@ -66,12 +69,16 @@ class DistributedDataParallel final : public GradSync {
   // description of every module (modules[m], Model::described) and the
   // modules this rank holds. adopt() then takes over each held module's
   // parameters as the build makes them, and attach() the built model.
+  // per_layer: reduces launch, and ZeRO's slots serve, layer by layer
+  // (ParamDesc::layer, GatherUnits); false: module by module (a model
+  // whose backward runs a module's forward again, recompute).
   DistributedDataParallel(
       const std::vector<std::vector<ParamDesc>>& modules,
       const std::vector<bool>& held,
       ProcessGroup& group,
       int64_t bucket_bytes,
-      int zero);
+      int zero,
+      bool per_layer = true);
   ~DistributedDataParallel() override;
 
   // Module m's parameters (declaration order), initialised: their
@@ -140,16 +147,22 @@ class DistributedDataParallel final : public GradSync {
   // Waits for bucket b's reduce (all-reduce) if one is in flight.
   void wait_bucket(int b);
   void check_all_launched() const;
-  // ZeRO stage 3: the parameters module m reads, before it runs.
-  void gather_values(int module, bool forward);
-  void on_module_begin(int module);
-  void on_module_done(int module);
+  // ZeRO stage 3: the parameters gather unit u reads, before it runs.
+  void gather_values(int unit, bool forward);
+  // Model::on_layer_begin.
+  void on_layer_begin(int m, int layer, bool forward);
+  // Before unit u's backward: stage 3 gathers its values (with `gather`),
+  // stages 2 and 3 ready the gradient buffers it is about to write.
+  void on_unit_backward(int unit, bool gather);
+  // After unit u's backward: its gradients are final.
+  void on_unit_done(int unit);
   void progress();
 
   Model* model_ = nullptr;  // attach()
   ProcessGroup& group_;
   std::vector<Parameter*> params_;  // backward order
   std::vector<int> module_of_;      // per param (backward order)
+  std::vector<int> unit_of_;        // per param (backward order)
   std::vector<int> module_first_;   // per module: its first param, or -1
   std::vector<int64_t> offset_of_;  // per param: offset in its bucket
   std::vector<Bucket> buckets_;
@@ -161,15 +174,17 @@ class DistributedDataParallel final : public GradSync {
   std::vector<int> pending_;    // params not yet final, per bucket
   std::vector<int> bucket_of_;  // per param
   // ZeRO stage 2: the slots, each bucket's slot (-1: owned), the buckets
-  // whose first gradient a module computes, and each slot's bucket now.
+  // whose first gradient a unit computes, and each slot's bucket now.
   std::vector<Tensor> slots_;
   std::vector<int> slot_of_;
-  std::vector<std::vector<int>> starts_in_;  // per module
+  std::vector<std::vector<int>> starts_in_;  // per unit
   std::vector<int> slot_user_;
   // ZeRO stage 3: the value slots, each bucket's value slot, what to
   // gather when, the broadcasts in flight and each slot's bucket now.
   std::vector<Tensor> value_slots_;
   std::vector<int> value_slot_of_;
+  bool per_layer_ = true;
+  GatherUnits units_;
   std::unique_ptr<ParamGathers> gathers_;
   std::vector<std::unique_ptr<Work>> gather_work_;
   std::vector<int> value_slot_user_;

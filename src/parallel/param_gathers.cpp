@@ -6,48 +6,59 @@
 
 namespace ndt {
 
+GatherUnits gather_units(const std::vector<int>& layers, bool per_layer) {
+  GatherUnits out;
+  int next = 0;
+  for (int n : layers) {
+    out.first.push_back(next);
+    out.count.push_back(per_layer ? std::max(n, 1) : 1);
+    next += out.count.back();
+  }
+  return out;
+}
+
 ParamGathers::ParamGathers(
     const std::vector<ModuleSpan>& spans,
     const std::vector<int>& slot_of,
-    int num_modules)
-    : spans_(spans), slot_of_(slot_of), of_module_(num_modules) {
+    int num_units)
+    : spans_(spans), slot_of_(slot_of), of_unit_(num_units) {
   NDT_ASSERT(spans.size() == slot_of.size(), "ParamGathers: sizes");
   int slots = 0;
   for (size_t b = 0; b < spans.size(); ++b) {
     NDT_ASSERT(slot_of[b] >= 0, "bucket ", b, " has no slot");
     slots = std::max(slots, slot_of[b] + 1);
-    for (int m = spans[b].last; m <= spans[b].first; ++m)
-      of_module_.at(m).push_back(static_cast<int>(b));
+    for (int u = spans[b].last; u <= spans[b].first; ++u)
+      of_unit_.at(u).push_back(static_cast<int>(b));
   }
   holder_.assign(slots, -1);
 }
 
-std::vector<int> ParamGathers::before(int m, bool forward) {
+std::vector<int> ParamGathers::before(int u, bool forward) {
   std::vector<int> out;
+  const int next = forward ? u + 1 : u - 1;
   auto fetch = [&](int b) {
     int& h = holder_[slot_of_[b]];
     if (h == b)
       return;
-    // The bucket it replaces is not one that m or the next module reads
-    // (assign_slots keeps a whole module between a slot's buckets).
+    // The bucket it replaces is not one that u or the next unit reads
+    // (assign_slots keeps a whole unit between a slot's buckets).
     NDT_ASSERT(
-        h < 0 || spans_[h].first < std::min(m, m + (forward ? 1 : -1)) ||
-            spans_[h].last > std::max(m, m + (forward ? 1 : -1)),
+        h < 0 || spans_[h].first < std::min(u, next) ||
+            spans_[h].last > std::max(u, next),
         "bucket ",
         b,
         " would evict bucket ",
         h,
-        " that module ",
-        m,
+        " that gather unit ",
+        u,
         " or the next one reads");
     h = b;
     out.push_back(b);
   };
-  for (int b : of_module_.at(m))
+  for (int b : of_unit_.at(u))
     fetch(b);
-  const int next = forward ? m + 1 : m - 1;
-  if (next >= 0 && next < static_cast<int>(of_module_.size())) {
-    for (int b : of_module_[next])
+  if (next >= 0 && next < static_cast<int>(of_unit_.size())) {
+    for (int b : of_unit_[next])
       fetch(b);
   }
   return out;

@@ -1,5 +1,6 @@
 #include "plan/ddp_comm.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "parallel/buckets.h"
@@ -43,14 +44,30 @@ std::vector<Bucket> buckets_of(
   return assign_buckets(numels, bucket_bytes, split_at_gaps(module_of, all));
 }
 
-std::vector<ModuleSpan> spans_of(
+// The gather units (ParamGathers) of the shape: ZeRO's slots serve them.
+GatherUnits units_of(const ModelShape& shape, bool per_layer) {
+  std::vector<int> layers;
+  for (const ModuleShape& m : shape.modules) {
+    int n = 0;
+    for (const ParamShape& p : m.params)
+      n = std::max(n, p.layer + 1);
+    layers.push_back(n);
+  }
+  return gather_units(layers, per_layer);
+}
+
+// Each bucket's span of gather units (the slots' spans).
+std::vector<ModuleSpan> unit_spans_of(
     const ModelShape& shape,
     const std::vector<bool>& held,
-    const std::vector<Bucket>& buckets) {
-  std::vector<int> module_of;  // per parameter in backward order
+    const std::vector<Bucket>& buckets,
+    const GatherUnits& units,
+    bool per_layer) {
+  std::vector<int> unit_of;  // per parameter in backward order
   for (const auto& [m, i] : backward_order(shape, held))
-    module_of.push_back(m);
-  return bucket_spans(buckets, module_of);
+    unit_of.push_back(
+        units.unit(m, per_layer ? shape.modules[m].params[i].layer : 0));
+  return bucket_spans(buckets, unit_of);
 }
 
 }  // namespace
@@ -72,7 +89,8 @@ CommVolume ddp_step_comm(
     int64_t bucket_bytes,
     int zero,
     int microbatches,
-    const std::vector<ModulePass>& passes) {
+    const std::vector<ModulePass>& passes,
+    bool per_layer) {
   CommVolume v;
   if (dp <= 1)
     return v;
@@ -95,15 +113,18 @@ CommVolume ddp_step_comm(
       order.push_back({false, 0, shape.head()});
     }
   }
-  const std::vector<ModuleSpan> spans = spans_of(shape, held, buckets);
+  const GatherUnits units = units_of(shape, per_layer);
+  const std::vector<ModuleSpan> spans =
+      unit_spans_of(shape, held, buckets, units, per_layer);
   // The slots are the same on every rank: any owners, any rank.
   const Slots slots = assign_value_slots(
       buckets, spans, std::vector<int>(buckets.size(), 0), 0);
-  ParamGathers gathers(spans, slots.slot_of, shape.num_modules());
+  ParamGathers gathers(spans, slots.slot_of, units.total());
   for (const ModulePass& pass : order) {
-    for (int k = pass.first; k <= pass.last; ++k) {
-      const int m = pass.forward ? k : pass.first + pass.last - k;
-      for (int b : gathers.before(m, pass.forward))
+    const int first = units.first.at(pass.first), last = units.last(pass.last);
+    for (int k = first; k <= last; ++k) {
+      const int u = pass.forward ? k : first + last - k;
+      for (int b : gathers.before(u, pass.forward))
         v.add(OpType::kBroadcast, 1, buckets[b].numel);
     }
   }
@@ -156,14 +177,20 @@ int64_t zero2_grad_elements(
     const std::vector<bool>& held,
     int64_t bucket_bytes,
     int ranks,
-    int rank) {
+    int rank,
+    bool per_layer) {
   const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
+  const GatherUnits units = units_of(shape, per_layer);
   return owned_and_slots(
       buckets,
       owners,
       rank,
-      assign_slots(buckets, spans_of(shape, held, buckets), owners, rank));
+      assign_slots(
+          buckets,
+          unit_spans_of(shape, held, buckets, units, per_layer),
+          owners,
+          rank));
 }
 
 int64_t zero3_param_elements(
@@ -171,15 +198,20 @@ int64_t zero3_param_elements(
     const std::vector<bool>& held,
     int64_t bucket_bytes,
     int ranks,
-    int rank) {
+    int rank,
+    bool per_layer) {
   const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
+  const GatherUnits units = units_of(shape, per_layer);
   return owned_and_slots(
       buckets,
       owners,
       rank,
       assign_value_slots(
-          buckets, spans_of(shape, held, buckets), owners, rank));
+          buckets,
+          unit_spans_of(shape, held, buckets, units, per_layer),
+          owners,
+          rank));
 }
 
 CommVolume ddp_startup_comm(

@@ -45,7 +45,8 @@ struct ModulePass {
 // the reduce after every micro-batch; stage 3 (3) that reduce, and the
 // broadcasts of ParamGathers over the rank's `passes` in order (by
 // default `microbatches` times a forward and a backward over the whole
-// model). Empty for dp <= 1.
+// model), layer by layer (`per_layer`; false: module by module, under
+// recompute). Empty for dp <= 1.
 CommVolume ddp_step_comm(
     const ModelShape& shape,
     const std::vector<bool>& held,
@@ -53,7 +54,8 @@ CommVolume ddp_step_comm(
     int64_t bucket_bytes,
     int zero = 0,
     int microbatches = 1,
-    const std::vector<ModulePass>& passes = {});
+    const std::vector<ModulePass>& passes = {},
+    bool per_layer = true);
 
 // ZeRO stage 1: per module and parameter (declaration order), whether the
 // rank at position `rank` of the gradient sync's `ranks` updates it, as
@@ -68,23 +70,26 @@ std::vector<std::vector<bool>> zero_updated_params(
 
 // ZeRO stage 2: the gradient elements the rank at position `rank` of the
 // gradient sync's `ranks` keeps: its buckets and the slots shared by the
-// others' (assign_slots, as DistributedDataParallel makes them).
+// others' (assign_slots over the gather units, as DistributedDataParallel
+// makes them; `per_layer` as in ddp_step_comm).
 int64_t zero2_grad_elements(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int64_t bucket_bytes,
     int ranks,
-    int rank);
+    int rank,
+    bool per_layer = true);
 
 // ZeRO stage 3: the parameter elements the rank at position `rank` keeps:
 // its buckets and the slots every rank has for the others' (assign_slots
-// with no owners).
+// over the gather units with no owners; `per_layer` as in ddp_step_comm).
 int64_t zero3_param_elements(
     const ModelShape& shape,
     const std::vector<bool>& held,
     int64_t bucket_bytes,
     int ranks,
-    int rank);
+    int rank,
+    bool per_layer = true);
 
 // DistributedDataParallel::check_replicas_identical() at start-up: two
 // fp64 all-reduces (max, -min) of 2 values per held parameter.

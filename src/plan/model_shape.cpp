@@ -146,6 +146,11 @@ ModuleShape block(
   layernorm(m, n + ".ln2", C, sp);
   linear(m, n + ".mlp.fc1", C, F, true, 1, sp);
   linear(m, n + ".mlp.fc2", F, C, false, 1, sp);
+  // Each of the six layers has a weight and a bias; they are the block's
+  // layers 0 to 5 (TransformerBlock::parameter_layers).
+  NDT_ASSERT(m.params.size() == 12);
+  for (size_t j = 0; j < m.params.size(); ++j)
+    m.params[j].layer = static_cast<int>(j / 2);
   m.sample_out = {T, C};
   return m;
 }

@@ -41,6 +41,7 @@ struct ParamShape {
   // The mesh axes of size > 1 its Layout shards it over, sorted (as
   // optim/layer_norms.h's sharded_axes); empty when whole.
   std::vector<std::string> shard_axes;
+  int layer = 0;  // the module's layer that reads it (ParamDesc::layer)
 };
 
 struct ModuleShape {

@@ -59,14 +59,21 @@ RankMemory rank_memory(const Config& config, int pp_rank, int sync_rank) {
     }
     r.optimizer = optimizer_states_per_param(config.optim.name) * n;
   }
-  if (p.zero >= 2 && ranks > 1) {
-    // Stages 2 and 3: gradients of its buckets and the others' shared
-    // slots; stage 3: their values too.
-    r.grads = zero2_grad_elements(shape, held, bucket_bytes, ranks, sync_rank);
-  }
+  // Stages 2 and 3: gradients of its buckets and the others' shared
+  // slots; stage 3: their values too.
+  const auto sharded = [&](auto elements) {
+    return elements(
+        shape,
+        held,
+        bucket_bytes,
+        ranks,
+        sync_rank,
+        p.recompute == Recompute::kNone);
+  };
+  if (p.zero >= 2 && ranks > 1)
+    r.grads = sharded(zero2_grad_elements);
   if (p.zero == 3 && ranks > 1)
-    r.params =
-        zero3_param_elements(shape, held, bucket_bytes, ranks, sync_rank);
+    r.params = sharded(zero3_param_elements);
   return r;
 }
 

@@ -199,7 +199,14 @@ StepComm step_comm(
     if (p.pp > 1)
       passes = pipeline_passes(shape, pl, pp_rank);
     s.grad_sync = ddp_step_comm(
-        shape, held, grad_ranks, bucket_bytes, p.zero, p.microbatches, passes);
+        shape,
+        held,
+        grad_ranks,
+        bucket_bytes,
+        p.zero,
+        p.microbatches,
+        passes,
+        !pl.recompute);
     g += s.grad_sync;
     if (zero)
       g.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm

@@ -129,7 +129,8 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         keep,
         mesh.group(grad_axes_),
         static_cast<int64_t>(p.bucket_mb * (1 << 20)),
-        p.zero);
+        p.zero,
+        p.recompute == Recompute::kNone);
   }
   const int n_replicas = threads_ ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {

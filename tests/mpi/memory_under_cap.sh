@@ -11,9 +11,11 @@
 # Layouts:
 #   pp4: GPT width 384, 8 blocks (14.3M parameters, values and gradients
 #        109 MiB), a 4-stage pipeline (about 60 MiB per rank);
-#   zero3: GPT width 256, 16 blocks (12.7M parameters, 97 MiB), dp=4 with
-#        ZeRO stage 3 and 1 MiB buckets (peak 79 MiB per rank; 115 MiB
-#        when every rank built the whole model first);
+#   zero3: the same GPT, dp=4 with ZeRO stage 3 and 1 MiB buckets: the
+#        other ranks' values and gradients in slots a layer apart (18.4
+#        MiB each of parameter and gradient memory per rank, peak 74 MiB);
+#        a module apart (29.7 MiB each, about three blocks' worth) the run
+#        passed the cap at its first step;
 #   eval: GPT width 128, 1 block, 1024 tokens, dp=4 with one sample per
 #        rank and step: evaluation runs in batches of that micro-batch
 #        (in batches of train.batch_size, 4 samples, its attention scores
@@ -68,7 +70,7 @@ check() {
 
 check pp4 model.dim=384 model.depth=8 model.heads=6 model.mlp_dim=1536 \
   train.batch_size=4 -- parallel.pp=4 parallel.microbatches=4
-check zero3 model.dim=256 model.depth=16 model.heads=4 model.mlp_dim=1024 \
+check zero3 model.dim=384 model.depth=8 model.heads=6 model.mlp_dim=1536 \
   train.batch_size=4 -- parallel.dp=4 parallel.zero=3 parallel.bucket_mb=1
 check eval model.dim=128 model.depth=1 model.heads=4 model.mlp_dim=512 \
   model.seq_len=1024 train.batch_size=4 -- parallel.dp=4

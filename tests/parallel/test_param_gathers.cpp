@@ -1,6 +1,7 @@
 // ParamGathers (ZeRO stage 3): which buckets a forward or backward
-// broadcasts before each module, with the slots of assign_slots; a bucket
-// still in its slot is not sent again until invalidate().
+// broadcasts before each gather unit (a module's layer; here mostly one
+// per module), with the slots of assign_slots; a bucket still in its slot
+// is not sent again until invalidate(). GatherUnits numbers the units.
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -57,12 +58,45 @@ TEST(ParamGathers, BucketsAcrossModules) {
   // both in slots of their own.
   const std::vector<ModuleSpan> spans = {{2, 1}, {0, 0}};
   ParamGathers g(spans, {0, 1}, 3);
-  EXPECT_EQ(g.of_module(0), (std::vector<int>{1}));
-  EXPECT_EQ(g.of_module(1), (std::vector<int>{0}));
-  EXPECT_EQ(g.of_module(2), (std::vector<int>{0}));
+  EXPECT_EQ(g.of_unit(0), (std::vector<int>{1}));
+  EXPECT_EQ(g.of_unit(1), (std::vector<int>{0}));
+  EXPECT_EQ(g.of_unit(2), (std::vector<int>{0}));
   EXPECT_EQ(g.before(0, true), (std::vector<int>{1, 0}));
   EXPECT_EQ(g.before(1, true), (std::vector<int>{}));
   EXPECT_EQ(g.before(2, true), (std::vector<int>{}));
+}
+
+// Units: an input layer, two blocks of six layers, a head without
+// parameters (it still counts as one unit).
+TEST(ParamGathers, UnitsNumberEveryLayerOfEveryModule) {
+  const GatherUnits u = gather_units({1, 6, 6, 0}, true);
+  EXPECT_EQ(u.first, (std::vector<int>{0, 1, 7, 13}));
+  EXPECT_EQ(u.count, (std::vector<int>{1, 6, 6, 1}));
+  EXPECT_EQ(u.total(), 14);
+  EXPECT_EQ(u.unit(2, 3), 10);
+  EXPECT_EQ(u.last(1), 6);
+  // Module by module (recompute).
+  const GatherUnits m = gather_units({1, 6, 6, 0}, false);
+  EXPECT_EQ(m.first, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(m.total(), 4);
+}
+
+// A block's six layers in buckets of one layer each: value slots need
+// only a layer's gap, so two slots serve all six (module by module, the
+// buckets of one module would need a slot each).
+TEST(ParamGathers, LayersShareSlotsWithinAModule) {
+  std::vector<ModuleSpan> spans;
+  for (int u = 5; u >= 0; --u)
+    spans.push_back({u, u});
+  std::vector<Bucket> b(6, bucket_of(10));
+  const Slots s = assign_slots(b, spans, std::vector<int>(6, -1), 0);
+  EXPECT_EQ(s.slot_of, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+  ParamGathers g(spans, s.slot_of, 6);
+  std::vector<std::vector<int>> fwd;
+  for (int u = 0; u < 6; ++u)
+    fwd.push_back(g.before(u, true));
+  EXPECT_EQ(
+      fwd, (std::vector<std::vector<int>>{{5, 4}, {3}, {2}, {1}, {0}, {}}));
 }
 
 TEST(ParamGathers, RefusesToEvictABucketInUse) {

@@ -2,8 +2,8 @@
 // the ViT (both pools) and the GPT, serial and under Tp1dBuilder at tp 2
 // and 4 (run_local threads), every module's parameters in
 // collect_parameters() order must have the plan's names, local element
-// counts and tp sharding, and every module's output per sample must be the
-// model's sample_shapes entry. exact.
+// counts, tp sharding and layer (ZeRO stage 3's gather unit), and every
+// module's output per sample must be the model's sample_shapes entry. exact.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,6 +35,7 @@ void expect_same(Model& model, const ModelShape& s, const std::string& what) {
       EXPECT_EQ(ps[i]->name, want[i].name) << "module " << m;
       EXPECT_EQ(ps[i]->value.numel(), want[i].numel_local) << ps[i]->name;
       EXPECT_EQ(sharded_axes(ps[i]->layout), want[i].shard_axes) << ps[i]->name;
+      EXPECT_EQ(model.described(m).at(i).layer, want[i].layer) << ps[i]->name;
     }
     if (m < s.head()) {
       EXPECT_EQ(model.sample_shapes.at(m), Shape(s.modules[m].sample_out))

@@ -535,6 +535,16 @@ std::vector<Case> zero_cases() {
        &kGpt,
        with({"parallel.dp=2", "parallel.pp=2", "parallel.microbatches=2"}, 3)},
       {"zero3_gpt_dp2_sp2", &kGpt, with({"parallel.dp=2", "parallel.sp=2"}, 3)},
+      // Recompute: gathered module by module.
+      {"zero3_gpt6_dp2_pp2_recompute",
+       &kGpt,
+       with(
+           {"parallel.dp=2",
+            "parallel.pp=2",
+            "parallel.microbatches=2",
+            "parallel.recompute=block",
+            "model.depth=6"},
+           3)},
       // Interleaved chunks: each chunk's buckets reduced and gathered in
       // its own passes.
       {"zero2_gpt_dp2_pp2_interleaved",

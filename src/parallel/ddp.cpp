@@ -57,7 +57,7 @@ DistributedDataParallel::DistributedDataParallel(
     int64_t bucket_bytes,
     int zero,
     bool per_layer)
-    : group_(group), zero_(zero), shard_(zero >= 1), per_layer_(per_layer) {
+    : group_(group), zero_(zero), shard_(zero >= 1) {
   NDT_ASSERT(zero >= 0 && zero <= 3, "ZeRO stage ", zero);
   NDT_ASSERT(modules.size() == held.size());
   const int n_modules = static_cast<int>(modules.size());
@@ -80,7 +80,7 @@ DistributedDataParallel::DistributedDataParallel(
     for (auto it = modules[m].rbegin(); it != modules[m].rend(); ++it) {
       numels.push_back(it->numel);
       module_of_.push_back(m);
-      unit_of_.push_back(units_.unit(m, per_layer ? it->layer : 0));
+      unit_of_.push_back(units_.unit(m, it->layer));
     }
   }
   params_.assign(numels.size(), nullptr);
@@ -185,7 +185,7 @@ void DistributedDataParallel::attach(Model& model) {
   for (Parameter* p : params_)
     NDT_ASSERT(p != nullptr, "a held module's parameters were not adopted");
   model_ = &model;
-  if (!starts_in_.empty() || gathers_) {  // ZeRO stages 2 and 3
+  if (!starts_in_.empty()) {  // ZeRO stages 2 and 3
     model.on_backward_begin = [this](int m) {
       on_unit_backward(units_.last(m), true);
     };
@@ -195,7 +195,7 @@ void DistributedDataParallel::attach(Model& model) {
       gather_values(units_.first[m], true);
     };
   }
-  if (per_layer_) {
+  if (units_.per_layer) {
     model.on_layer_begin = [this](int m, int layer, bool forward) {
       on_layer_begin(m, layer, forward);
     };

@@ -183,7 +183,6 @@ class DistributedDataParallel final : public GradSync {
   // gather when, the broadcasts in flight and each slot's bucket now.
   std::vector<Tensor> value_slots_;
   std::vector<int> value_slot_of_;
-  bool per_layer_ = true;
   GatherUnits units_;
   std::unique_ptr<ParamGathers> gathers_;
   std::vector<std::unique_ptr<Work>> gather_work_;

@@ -8,6 +8,7 @@ namespace ndt {
 
 GatherUnits gather_units(const std::vector<int>& layers, bool per_layer) {
   GatherUnits out;
+  out.per_layer = per_layer;
   int next = 0;
   for (int n : layers) {
     out.first.push_back(next);

@@ -26,16 +26,18 @@
 
 namespace ndt {
 
-// The gather units of a model: module m's layer k is unit first[m] + k.
+// The gather units of a model: module m's layer k is unit first[m] + k,
+// or first[m] for every layer when not per_layer.
 struct GatherUnits {
   std::vector<int> first;  // per module: its first unit
   std::vector<int> count;  // per module: its units (at least 1)
+  bool per_layer = true;
 
   int total() const {
     return first.empty() ? 0 : first.back() + count.back();
   }
   int unit(int m, int layer) const {
-    return first.at(m) + layer;
+    return first.at(m) + (per_layer ? layer : 0);
   }
   int last(int m) const {
     return first.at(m) + count.at(m) - 1;

@@ -61,12 +61,10 @@ std::vector<ModuleSpan> unit_spans_of(
     const ModelShape& shape,
     const std::vector<bool>& held,
     const std::vector<Bucket>& buckets,
-    const GatherUnits& units,
-    bool per_layer) {
+    const GatherUnits& units) {
   std::vector<int> unit_of;  // per parameter in backward order
   for (const auto& [m, i] : backward_order(shape, held))
-    unit_of.push_back(
-        units.unit(m, per_layer ? shape.modules[m].params[i].layer : 0));
+    unit_of.push_back(units.unit(m, shape.modules[m].params[i].layer));
   return bucket_spans(buckets, unit_of);
 }
 
@@ -115,7 +113,7 @@ CommVolume ddp_step_comm(
   }
   const GatherUnits units = units_of(shape, per_layer);
   const std::vector<ModuleSpan> spans =
-      unit_spans_of(shape, held, buckets, units, per_layer);
+      unit_spans_of(shape, held, buckets, units);
   // The slots are the same on every rank: any owners, any rank.
   const Slots slots = assign_value_slots(
       buckets, spans, std::vector<int>(buckets.size(), 0), 0);
@@ -187,10 +185,7 @@ int64_t zero2_grad_elements(
       owners,
       rank,
       assign_slots(
-          buckets,
-          unit_spans_of(shape, held, buckets, units, per_layer),
-          owners,
-          rank));
+          buckets, unit_spans_of(shape, held, buckets, units), owners, rank));
 }
 
 int64_t zero3_param_elements(
@@ -208,10 +203,7 @@ int64_t zero3_param_elements(
       owners,
       rank,
       assign_value_slots(
-          buckets,
-          unit_spans_of(shape, held, buckets, units, per_layer),
-          owners,
-          rank));
+          buckets, unit_spans_of(shape, held, buckets, units), owners, rank));
 }
 
 CommVolume ddp_startup_comm(

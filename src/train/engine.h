@@ -92,6 +92,10 @@ class Engine {
   // than a training step's forward.
   EvalResult evaluate(int64_t step);
 
+  // The tensor-parallel mode (NoTensorParallel at tp = 1).
+  const TensorParallelMode& tensor_parallel_mode() const {
+    return *mode_;
+  }
   // Replica 0's model (on a pipeline rank: only its chunks) and the
   // optimizer that updates it.
   Model& model() {

@@ -262,14 +262,14 @@ TrainSummary run_training(
   }
   if (config.parallel.tp > 1) {
     const ParallelConfig& p = config.parallel;
-    const auto mode = make_tensor_parallel_mode(config);
+    const TensorParallelMode& mode = engine.tensor_parallel_mode();
     out << "ndtrain: tensor parallel, tp=" << p.tp << " ("
         << to_string(p.tp_mode);
-    const std::vector<MeshAxis> axes = mode->axes();
+    const std::vector<MeshAxis> axes = mode.axes();
     for (size_t i = 0; i < axes.size(); ++i)
       out << (i == 0 ? ": " : " x ") << axes[i].name << " " << axes[i].size;
     out << (p.tp_seq ? ", sequence-split regions" : "") << "), "
-        << config.model.heads / mode->head_split() << " of "
+        << config.model.heads / mode.head_split() << " of "
         << config.model.heads << " heads per tp rank\n";
   }
   if (config.parallel.sp > 1) {

@@ -79,6 +79,7 @@ TEST(ParamGathers, UnitsNumberEveryLayerOfEveryModule) {
   const GatherUnits m = gather_units({1, 6, 6, 0}, false);
   EXPECT_EQ(m.first, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(m.total(), 4);
+  EXPECT_EQ(m.unit(2, 3), 2);  // every layer of a module is its unit
 }
 
 // A block's six layers in buckets of one layer each: value slots need

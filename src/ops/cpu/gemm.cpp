@@ -1,6 +1,7 @@
 // Row-major SGEMM on OpenBLAS or oneDNN (ops.h, GemmBackend). With oneDNN
 // most products run through dnnl_sgemm, those with a transposed B through
-// a cached matmul primitive (onednn_matmul.h; use_matmul below).
+// a cached matmul primitive (onednn_matmul.h; use_matmul below), and
+// weight gradients (transposed A) in slices of their long K (kTnMaxK).
 //
 // Shapes (row-major, leading dimension = elements between rows):
 //   A: op(A) [M, K]; stored [M, K] (lda >= K) or, transposed, [K, M]
@@ -94,6 +95,62 @@ bool use_matmul(
   return M <= kMaxRowsWide || N <= kMaxColsTall;
 }
 
+// dnnl_sgemm, split by columns over the threads where
+// column_split_threads says so.
+dnnl_status_t onednn_sgemm(
+    bool trans_a,
+    bool trans_b,
+    int M,
+    int N,
+    int K,
+    float alpha,
+    const float* A,
+    int lda,
+    const float* B,
+    int ldb,
+    float beta,
+    float* C,
+    int ldc) {
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  // Columns [j0, j1) of C; row-major, like the arguments here.
+  auto columns = [&](int j0, int j1) {
+    const float* b = trans_b ? B + static_cast<int64_t>(j0) * ldb : B + j0;
+    return dnnl_sgemm(
+        ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+  };
+  const int threads = column_split_threads(M, N);
+  dnnl_status_t st = dnnl_success;
+  if (threads < 2) {
+    st = columns(0, N);
+  } else {
+    std::atomic<int> failed{dnnl_success};
+#pragma omp parallel num_threads(threads)
+    {
+      const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int blocks = (N + 15) / 16;
+      const int j0 = std::min(N, blocks * t / nt * 16);
+      const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
+      if (j1 > j0) {
+        const dnnl_status_t s = columns(j0, j1);
+        if (s != dnnl_success)
+          failed.store(s, std::memory_order_relaxed);
+      }
+    }
+    st = static_cast<dnnl_status_t>(failed.load());
+  }
+  return st;
+}
+
+// Weight gradients (TN: dy^T x, the contraction over the rows of a batch)
+// go to dnnl_sgemm in slices of at most kTnMaxK rows, accumulated in
+// order. One call over a long K ran oneDNN's kernels markedly slower on
+// the GPT's tall products (1 thread, operands cold, GFLOP/s one call ->
+// slices of 512: 1536x384x2048 120 -> 139-145, 384x1536x2048 135 ->
+// 145-154, 1536x384x1024 126 -> 145, 1024x256x2080 117 -> 131; 2
+// threads: 239 -> 282, 269 -> 289; 1152x384x2048 and 384x384x2048 the
+// same within 3%).
+constexpr int kTnMaxK = 512;
+
 }  // namespace
 
 GemmBackend gemm_backend() {
@@ -154,32 +211,27 @@ void gemm(
         onednn_matmul(
             trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       return;
-    const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-    // Columns [j0, j1) of C; row-major, like the arguments here.
-    auto columns = [&](int j0, int j1) {
-      const float* b = trans_b ? B + static_cast<int64_t>(j0) * ldb : B + j0;
-      return dnnl_sgemm(
-          ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
-    };
-    const int threads = column_split_threads(M, N);
     dnnl_status_t st = dnnl_success;
-    if (threads < 2) {
-      st = columns(0, N);
-    } else {
-      std::atomic<int> failed{dnnl_success};
-#pragma omp parallel num_threads(threads)
-      {
-        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        const int blocks = (N + 15) / 16;
-        const int j0 = std::min(N, blocks * t / nt * 16);
-        const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
-        if (j1 > j0) {
-          const dnnl_status_t s = columns(j0, j1);
-          if (s != dnnl_success)
-            failed.store(s, std::memory_order_relaxed);
-        }
+    if (trans_a && !trans_b && K > kTnMaxK) {
+      for (int k0 = 0; k0 < K && st == dnnl_success; k0 += kTnMaxK) {
+        st = onednn_sgemm(
+            true,
+            false,
+            M,
+            N,
+            std::min(kTnMaxK, K - k0),
+            alpha,
+            A + int64_t{k0} * lda,
+            lda,
+            B + int64_t{k0} * ldb,
+            ldb,
+            k0 == 0 ? beta : 1.0f,
+            C,
+            ldc);
       }
-      st = static_cast<dnnl_status_t>(failed.load());
+    } else {
+      st = onednn_sgemm(
+          trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     }
     NDT_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", st);
     return;

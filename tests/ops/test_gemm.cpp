@@ -120,6 +120,20 @@ void check_gemm(const GemmCase& s, bool ta, bool tb, float beta, int pad = 3) {
   EXPECT_LE(worst, 1.0);
 }
 
+// For one test: oneDNN as the GEMM library; the process's library and
+// thread count come back when it ends, however it ends.
+struct OnOneDnn {
+  const ops::GemmBackend backend = ops::gemm_backend();
+  const int threads = ops::num_threads();
+  OnOneDnn() {
+    ops::set_gemm_backend(ops::GemmBackend::kOneDnn);
+  }
+  ~OnOneDnn() {
+    ops::set_num_threads(threads);
+    ops::set_gemm_backend(backend);
+  }
+};
+
 // On both GEMM libraries, whatever NDT_GEMM says for the process.
 TEST(Gemm, AllTransposesWithLeadingDimsMatchReference) {
   const ops::GemmBackend process = ops::gemm_backend();
@@ -148,9 +162,7 @@ TEST(Gemm, AllTransposesWithLeadingDimsMatchReference) {
 // of the 16-column block, every transpose, padded leading dimensions; and
 // the same call twice gives the same bits.
 TEST(Gemm, ColumnSplitMatchesReferenceAtSeveralThreads) {
-  const ops::GemmBackend process = ops::gemm_backend();
-  const int threads = ops::num_threads();
-  ops::set_gemm_backend(ops::GemmBackend::kOneDnn);
+  const OnOneDnn on_onednn;
   for (int t : {2, 3}) {
     ops::set_num_threads(t);
     SCOPED_TRACE(testing::Message() << "threads=" << t);
@@ -184,8 +196,6 @@ TEST(Gemm, ColumnSplitMatchesReferenceAtSeveralThreads) {
     }
     EXPECT_EQ(test::max_abs_diff(C1, C2), 0.0);
   }
-  ops::set_num_threads(threads);
-  ops::set_gemm_backend(process);
 }
 
 // oneDNN runs 1-thread products with a transposed B through cached matmul
@@ -195,9 +205,7 @@ TEST(Gemm, ColumnSplitMatchesReferenceAtSeveralThreads) {
 // on other buffers (a cache hit), and from inside a parallel region, where
 // every thread runs its own product on one thread.
 TEST(Gemm, TransposedBMatmulMatchesReference) {
-  const ops::GemmBackend process = ops::gemm_backend();
-  const int threads = ops::num_threads();
-  ops::set_gemm_backend(ops::GemmBackend::kOneDnn);
+  const OnOneDnn on_onednn;
   const GemmCase cases[] = {{70, 96, 50}, {1100, 80, 30}, {1100, 700, 8}};
   for (int t : {1, 2, 3}) {
     ops::set_num_threads(t);
@@ -248,8 +256,6 @@ TEST(Gemm, TransposedBMatmulMatchesReference) {
     }
     EXPECT_LE(worst, 1e-5);  // |C| ~ 0.125 sqrt(K) = 1: fp32 sums of 64
   }
-  ops::set_num_threads(threads);
-  ops::set_gemm_backend(process);
 }
 
 // oneDNN runs products with a transposed A (weight gradients) in slices
@@ -259,9 +265,7 @@ TEST(Gemm, TransposedBMatmulMatchesReference) {
 // overwrite it), at 1 thread and at 2, where a slice of few rows and many
 // columns splits over the threads by columns.
 TEST(Gemm, TransposedAInSlicesOfKMatchesReference) {
-  const ops::GemmBackend process = ops::gemm_backend();
-  const int threads = ops::num_threads();
-  ops::set_gemm_backend(ops::GemmBackend::kOneDnn);
+  const OnOneDnn on_onednn;
   for (int t : {1, 2}) {
     ops::set_num_threads(t);
     SCOPED_TRACE(testing::Message() << "threads=" << t);
@@ -272,8 +276,6 @@ TEST(Gemm, TransposedAInSlicesOfKMatchesReference) {
       }
     }
   }
-  ops::set_num_threads(threads);
-  ops::set_gemm_backend(process);
 }
 
 TEST(Gemm, EmptyInnerDimensionScalesC) {

@@ -145,10 +145,10 @@ dnnl_status_t onednn_sgemm(
 // go to dnnl_sgemm in slices of at most kTnMaxK rows, accumulated in
 // order. One call over a long K ran oneDNN's kernels markedly slower on
 // the GPT's tall products (1 thread, operands cold, GFLOP/s one call ->
-// slices of 512: 1536x384x2048 120 -> 139-145, 384x1536x2048 135 ->
-// 145-154, 1536x384x1024 126 -> 145, 1024x256x2080 117 -> 131; 2
-// threads: 239 -> 282, 269 -> 289; 1152x384x2048 and 384x384x2048 the
-// same within 3%).
+// slices of 512: 1536x384x2048 120-129 -> 139-152, 384x1536x2048
+// 135-136 -> 145-154, 1536x384x1024 126 -> 145, 1024x256x2080 115-117 ->
+// 131-139; 2 threads: 239 -> 282, 269 -> 289; 1152x384x2048 and
+// 384x384x2048 the same within 3%; README "Weight gradients in slices").
 constexpr int kTnMaxK = 512;
 
 }  // namespace
@@ -211,27 +211,24 @@ void gemm(
         onednn_matmul(
             trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       return;
+    // One slice of all of K unless A is transposed (only then is k0 > 0).
+    const int slice = trans_a && !trans_b ? kTnMaxK : K;
     dnnl_status_t st = dnnl_success;
-    if (trans_a && !trans_b && K > kTnMaxK) {
-      for (int k0 = 0; k0 < K && st == dnnl_success; k0 += kTnMaxK) {
-        st = onednn_sgemm(
-            true,
-            false,
-            M,
-            N,
-            std::min(kTnMaxK, K - k0),
-            alpha,
-            A + int64_t{k0} * lda,
-            lda,
-            B + int64_t{k0} * ldb,
-            ldb,
-            k0 == 0 ? beta : 1.0f,
-            C,
-            ldc);
-      }
-    } else {
+    for (int k0 = 0; k0 < K && st == dnnl_success; k0 += slice) {
       st = onednn_sgemm(
-          trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+          trans_a,
+          trans_b,
+          M,
+          N,
+          std::min(slice, K - k0),
+          alpha,
+          A + int64_t{k0} * lda,
+          lda,
+          B + int64_t{k0} * ldb,
+          ldb,
+          k0 == 0 ? beta : 1.0f,
+          C,
+          ldc);
     }
     NDT_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", st);
     return;

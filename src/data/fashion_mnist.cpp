@@ -1,10 +1,6 @@
 #include "data/fashion_mnist.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <array>
-#include <cstring>
 
 #include "base/check.h"
 #include "data/idx.h"
@@ -16,26 +12,13 @@ namespace {
 constexpr int kSide = 28;
 constexpr int kClasses = 10;
 
-// As in idx.cpp: back the 188 MB image tensor with 2 MiB pages where the
-// kernel allows, since first touch of 4 KiB pages dominates load time.
-void advise_huge_pages(void* ptr, size_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
-  const uintptr_t begin =
-      (reinterpret_cast<uintptr_t>(ptr) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end =
-      (reinterpret_cast<uintptr_t>(ptr) + bytes) & ~(kHuge - 1);
-  if (end > begin) {
-    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  }
-}
-
 // Checks that batch tensors match the dataset; a mismatch is a caller bug.
 void check_batch(
     const ImageDataset& ds,
     int64_t B,
     const Tensor& images,
     const Tensor& labels) {
-  const Shape& s = ds.images.shape();
+  const Shape& s = ds.pixels.shape();
   NDT_ASSERT(
       images.dtype() == DType::kF32 &&
           images.shape() == Shape({B, s[1], s[2], s[3]}),
@@ -107,36 +90,31 @@ ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
 
   ImageDataset ds;
   ds.num_classes = kClasses;
-  ds.background = (0.0f - kFashionMnistMean) / kFashionMnistStd;
   ds.labels = Tensor({N}, MemTag::kData, DType::kI32);
   int32_t* labels = ds.labels.data_i32();
+  const uint8_t* lab_bytes = lab.data.data_u8();
   for (int64_t i = 0; i < N; ++i) {
     NDT_CHECK(
-        lab.data[i] < kClasses,
+        lab_bytes[i] < kClasses,
         DataError,
         labels_path,
         ": label ",
-        int(lab.data[i]),
+        int(lab_bytes[i]),
         " at index ",
         i,
         " is out of range, expected 0..",
         kClasses - 1);
-    labels[i] = lab.data[i];
+    labels[i] = lab_bytes[i];
   }
 
-  // One table lookup per pixel: the same float for a byte value everywhere.
-  std::array<float, 256> lut;
+  // One table lookup per pixel when a batch is gathered: the same float
+  // for a byte value everywhere.
   for (int v = 0; v < 256; ++v) {
-    lut[v] =
+    ds.value[v] =
         (static_cast<float>(v) / 255.0f - kFashionMnistMean) / kFashionMnistStd;
   }
-  ds.images = Tensor({N, 1, kSide, kSide}, MemTag::kData);
-  float* images = ds.images.data();
-  advise_huge_pages(images, ds.images.numel() * sizeof(float));
-  const uint8_t* src = img.data.data();
-  const int64_t n = ds.images.numel();
-  for (int64_t i = 0; i < n; ++i)
-    images[i] = lut[src[i]];
+  ds.background = ds.value[0];
+  ds.pixels = img.data.view({N, 1, kSide, kSide});
   return ds;
 }
 
@@ -147,15 +125,18 @@ void gather_images(
     Tensor& images,
     Tensor& labels) {
   check_batch(ds, B, images, labels);
-  const int64_t per = ds.images.numel() / std::max<int64_t>(ds.size(), 1);
-  const float* src = ds.images.data();
+  const int64_t per = ds.pixels.numel() / std::max<int64_t>(ds.size(), 1);
+  const uint8_t* src = ds.pixels.data_u8();
   const int32_t* src_labels = ds.labels.data_i32();
   float* dst = images.data();
   int32_t* dst_labels = labels.data_i32();
   for (int64_t b = 0; b < B; ++b) {
     const int64_t i = indices[b];
     check_index(ds, b, i);
-    std::memcpy(dst + b * per, src + i * per, per * sizeof(float));
+    const uint8_t* in = src + i * per;
+    float* out = dst + b * per;
+    for (int64_t k = 0; k < per; ++k)
+      out[k] = ds.value[in[k]];
     dst_labels[b] = src_labels[i];
   }
 }
@@ -172,10 +153,10 @@ void gather_images_augmented(
     Tensor& labels) {
   check_batch(ds, B, images, labels);
   NDT_CHECK(shift >= 0, ConfigError, "augmentation shift ", shift, " < 0");
-  const int64_t C = ds.images.dim(1), H = ds.images.dim(2);
-  const int64_t W = ds.images.dim(3);
+  const int64_t C = ds.pixels.dim(1), H = ds.pixels.dim(2);
+  const int64_t W = ds.pixels.dim(3);
   const int64_t span = 2 * int64_t{shift} + 1;
-  const float* src = ds.images.data();
+  const uint8_t* src = ds.pixels.data_u8();
   const int32_t* src_labels = ds.labels.data_i32();
   float* dst = images.data();
   int32_t* dst_labels = labels.data_i32();
@@ -190,7 +171,7 @@ void gather_images_augmented(
     // out(y, x) = in(y - dy, x' - dx) with x' = mirror ? W-1-x : x; pixels
     // shifted in from outside the image are the background.
     for (int64_t c = 0; c < C; ++c) {
-      const float* in = src + ((i * C + c) * H) * W;
+      const uint8_t* in = src + ((i * C + c) * H) * W;
       float* out = dst + ((b * C + c) * H) * W;
       for (int64_t y = 0; y < H; ++y) {
         const int64_t sy = y - dy;
@@ -199,10 +180,10 @@ void gather_images_augmented(
           std::fill(row, row + W, ds.background);
           continue;
         }
-        const float* in_row = in + sy * W;
+        const uint8_t* in_row = in + sy * W;
         for (int64_t x = 0; x < W; ++x) {
           const int64_t sx = (mirror ? W - 1 - x : x) - dx;
-          row[x] = (sx >= 0 && sx < W) ? in_row[sx] : ds.background;
+          row[x] = (sx >= 0 && sx < W) ? ds.value[in_row[sx]] : ds.background;
         }
       }
     }

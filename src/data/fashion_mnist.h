@@ -1,13 +1,16 @@
 // Fashion-MNIST (Xiao et al. 2017): 28x28 grey images in 10 classes,
 // 60000 train and 10000 test samples, read from the original IDX .gz files.
 //
-// The whole split is decoded once into one normalised fp32 tensor; batches
-// are gathered from it by index into caller-owned tensors (no allocation
-// per batch). Augmentation draws from the counter RNG keyed by the global
-// sample index, so every data-parallel layout sees the same pixels.
+// The whole split is kept as its raw bytes (one uint8 per pixel, a quarter
+// of fp32: 47 MB for the train split on every rank); batches are gathered
+// from it by index into caller-owned fp32 tensors, normalised on the way
+// through a 256-entry table (no allocation per batch). Augmentation draws
+// from the counter RNG keyed by the global sample index, so every
+// data-parallel layout sees the same pixels.
 // Dimension letters: N samples, B batch, C channels (1), H, W (28).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -23,12 +26,15 @@ constexpr float kFashionMnistStd = 0.3530f;
 
 // An in-memory image classification dataset.
 struct ImageDataset {
-  // [N, C, H, W] fp32, normalised as (x / 255 - mean) / std; MemTag::kData.
-  Tensor images;
+  // [N, C, H, W] uint8, the pixels as stored in the file; MemTag::kData.
+  Tensor pixels;
   // [N] int32 in [0, num_classes); MemTag::kData.
   Tensor labels;
   int num_classes = 10;
-  // Normalised value of a raw 0 (background) pixel; the padding value that
+  // The normalised value of each byte, (v / 255 - mean) / std: what a
+  // gathered batch holds for a pixel v.
+  std::array<float, 256> value{};
+  // value[0], a raw 0 (background) pixel; the padding value that
   // translation augmentation shifts in.
   float background = 0.0f;
 
@@ -42,8 +48,9 @@ struct ImageDataset {
 // 28x28, when image and label counts differ or when a label is >= 10.
 ImageDataset load_fashion_mnist(const std::string& dir, bool train);
 
-// Copies samples indices[0..B) of `ds` into `images` [B, C, H, W] fp32 and
-// `labels` [B] int32, both preallocated by the caller.
+// Copies samples indices[0..B) of `ds` into `images` [B, C, H, W] fp32
+// (each pixel v as ds.value[v]) and `labels` [B] int32, both preallocated
+// by the caller.
 void gather_images(
     const ImageDataset& ds,
     const int64_t* indices,

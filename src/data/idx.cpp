@@ -175,20 +175,29 @@ IdxArray read_idx_gz(
         " bytes)");
   }
 
-  // Plausible sizes are reserved up front (virtual memory only); larger
-  // claims grow chunk by chunk as data actually arrives.
-  if (total <= kReserveBytes) {
-    out.data.reserve(static_cast<size_t>(total));
-    advise_huge_pages(out.data.data(), static_cast<size_t>(total));
-  }
+  // Plausible sizes get their tensor up front (virtual memory until the
+  // data arrives) and are inflated straight into it; larger claims grow a
+  // buffer chunk by chunk as data actually arrives and move into a tensor
+  // once complete.
   int64_t done = 0;
-  while (done < total) {
-    int64_t n = std::min(kReadChunkBytes, total - done);
-    out.data.resize(static_cast<size_t>(done + n));
-    int64_t r = read_some(path, gz, out.data.data() + done, n);
-    done += r;
-    if (r < n)
-      break;
+  if (total <= kReserveBytes) {
+    out.data = Tensor({total}, MemTag::kData, DType::kU8);
+    advise_huge_pages(out.data.data_u8(), static_cast<size_t>(total));
+    done = read_some(path, gz, out.data.data_u8(), total);
+  } else {
+    std::vector<uint8_t> grown;
+    while (done < total) {
+      int64_t n = std::min(kReadChunkBytes, total - done);
+      grown.resize(static_cast<size_t>(done + n));
+      int64_t r = read_some(path, gz, grown.data() + done, n);
+      done += r;
+      if (r < n)
+        break;
+    }
+    if (done == total) {
+      out.data = Tensor({total}, MemTag::kData, DType::kU8);
+      std::memcpy(out.data.data_u8(), grown.data(), grown.size());
+    }
   }
   NDT_CHECK(
       done == total,

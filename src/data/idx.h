@@ -2,14 +2,17 @@
 //
 // An IDX file is a 4-byte magic (0, 0, element type, number of dims), the
 // dims as big-endian uint32, then the elements in row-major order. Only the
-// raw bytes are returned; callers interpret them (fashion_mnist.cpp turns
-// them into tensors). Every malformed input is a DataError naming the file
+// raw bytes are returned, in a uint8 tensor; callers interpret them
+// (fashion_mnist.cpp keeps the images' bytes as they are and turns the
+// labels into int32). Every malformed input is a DataError naming the file
 // and what was expected; nothing here guesses or repairs.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "tensor/tensor.h"
 
 namespace ndt {
 
@@ -19,7 +22,8 @@ constexpr int kIdxUbyte = 0x08;
 // A decoded IDX file: its dims and the raw element bytes (row-major).
 struct IdxArray {
   std::vector<int64_t> dims;
-  std::vector<uint8_t> data;
+  // uint8 [product of dims], MemTag::kData.
+  Tensor data;
 };
 
 // Reads the gzip-compressed IDX file at `path`. Throws DataError naming the

@@ -35,16 +35,23 @@ constexpr uint64_t kElemBytes = 4;  // F32 and I32
 // No tensor ndtrain handles has more; bounds the work and messages.
 constexpr size_t kMaxDims = 16;
 
+// Files hold F32 and I32 only (parameters, optimizer state, token ids);
+// uint8 tensors (raw pixels) never reach a file.
 const char* dtype_name(DType dtype) {
+  NDT_ASSERT(dtype != DType::kU8, "safetensors: uint8 tensors are not stored");
   return dtype == DType::kF32 ? "F32" : "I32";
 }
 
 const void* tensor_bytes(const Tensor& t) {
+  NDT_ASSERT(
+      t.dtype() != DType::kU8, "safetensors: uint8 tensors are not stored");
   return t.dtype() == DType::kF32 ? static_cast<const void*>(t.data())
                                   : static_cast<const void*>(t.data_i32());
 }
 
 void* tensor_bytes(Tensor& t) {
+  NDT_ASSERT(
+      t.dtype() != DType::kU8, "safetensors: uint8 tensors are not stored");
   return t.dtype() == DType::kF32 ? static_cast<void*>(t.data())
                                   : static_cast<void*>(t.data_i32());
 }

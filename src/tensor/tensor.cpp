@@ -29,6 +29,19 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+int64_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return sizeof(float);
+    case DType::kI32:
+      return sizeof(int32_t);
+    case DType::kU8:
+      return sizeof(uint8_t);
+  }
+  NDT_ASSERT(false, "invalid DType ", static_cast<int>(dtype));
+  return 0;
+}
+
 Tensor::Storage::~Storage() {
   mem_free(ptr, bytes, tag);
 }
@@ -37,7 +50,8 @@ Tensor::Tensor(Shape shape, MemTag tag, DType dtype)
     : shape_(std::move(shape)), dtype_(dtype) {
   numel_ = shape_numel(shape_);
   storage_ = std::make_shared<Storage>();
-  storage_->bytes = static_cast<size_t>(std::max<int64_t>(numel_, 1)) * 4;
+  storage_->bytes =
+      static_cast<size_t>(std::max<int64_t>(numel_, 1) * dtype_bytes(dtype_));
   storage_->tag = tag;
   storage_->ptr = mem_alloc(storage_->bytes, tag);
 }
@@ -54,6 +68,17 @@ int64_t Tensor::dim(int i) const {
     i += n;
   NDT_ASSERT(i >= 0 && i < n, "dim ", i, " of shape ", shape_str(shape_));
   return shape_[i];
+}
+
+uint8_t* Tensor::data_u8() {
+  NDT_ASSERT(dtype_ == DType::kU8, "tensor is not uint8");
+  return storage_ ? static_cast<uint8_t*>(storage_->ptr) + offset_ : nullptr;
+}
+
+const uint8_t* Tensor::data_u8() const {
+  NDT_ASSERT(dtype_ == DType::kU8, "tensor is not uint8");
+  return storage_ ? static_cast<const uint8_t*>(storage_->ptr) + offset_
+                  : nullptr;
 }
 
 MemTag Tensor::tag() const {
@@ -122,13 +147,13 @@ Tensor Tensor::slice(int64_t offset, Shape shape) const {
 Tensor Tensor::clone(MemTag tag) const {
   Tensor t(shape_, tag, dtype_);
   if (numel_ > 0)
-    std::memcpy(t.raw(), raw(), numel_ * 4);
+    std::memcpy(t.raw(), raw(), numel_ * dtype_bytes(dtype_));
   return t;
 }
 
 void Tensor::zero_() {
   if (numel_ > 0)
-    std::memset(raw(), 0, numel_ * 4);
+    std::memset(raw(), 0, numel_ * dtype_bytes(dtype_));
 }
 
 void Tensor::fill_(float value) {
@@ -144,11 +169,11 @@ void Tensor::copy_(const Tensor& src) {
       " into ",
       shape_str(shape_));
   if (numel_ > 0)
-    std::memcpy(raw(), src.raw(), numel_ * 4);
+    std::memcpy(raw(), src.raw(), numel_ * dtype_bytes(dtype_));
 }
 
 void* Tensor::raw() const {
-  return static_cast<char*>(storage_->ptr) + offset_ * 4;
+  return static_cast<char*>(storage_->ptr) + offset_ * dtype_bytes(dtype_);
 }
 
 }  // namespace ndt

@@ -1,7 +1,8 @@
 // Tensor: a shape plus contiguous, reference-counted host storage.
 //
-// Element types are fp32 (activations, parameters) and int32 (token ids,
-// labels). Storage comes from the caching allocator (memory.h) and carries
+// Element types are fp32 (activations, parameters), int32 (token ids,
+// labels) and uint8 (raw image pixels, decoded when a batch is gathered).
+// Storage comes from the caching allocator (memory.h) and carries
 // a MemTag. Copies of a Tensor share storage; clone() copies data.
 // There is no autograd here: modules save what backward needs in a Context.
 // The device tag is always kCpu for now; it exists so a CUDA backend can
@@ -20,7 +21,9 @@ namespace ndt {
 
 using Shape = std::vector<int64_t>;
 
-enum class DType { kF32, kI32 };
+enum class DType { kF32, kI32, kU8 };
+// Bytes of one element of `dtype`.
+int64_t dtype_bytes(DType dtype);
 enum class Device { kCpu };
 
 std::string shape_str(const Shape& shape);
@@ -62,6 +65,8 @@ class Tensor {
   const float* data() const;
   int32_t* data_i32();
   const int32_t* data_i32() const;
+  uint8_t* data_u8();
+  const uint8_t* data_u8() const;
 
   // Same storage, new shape with the same element count.
   Tensor view(Shape shape) const;

@@ -133,13 +133,23 @@ void expect_histogram(const ImageDataset& ds, int64_t per_class) {
     EXPECT_EQ(hist[c], per_class) << "class " << c;
 }
 
+// Sample i of `ds` as a batch must hold it: each byte v as
+// (v / 255 - mean) / std, computed here from the raw pixels.
+std::vector<float> normalised(const ImageDataset& ds, int64_t i) {
+  const uint8_t* p = ds.pixels.data_u8() + i * 784;
+  std::vector<float> out(784);
+  for (int k = 0; k < 784; ++k)
+    out[k] = (p[k] / 255.0f - 0.2860f) / 0.3530f;
+  return out;
+}
+
 TEST_F(FashionMnist, TrainSplitShapesAndBalancedLabels) {
   EXPECT_EQ(train_->size(), 60000);
-  EXPECT_EQ(train_->images.shape(), Shape({60000, 1, 28, 28}));
+  EXPECT_EQ(train_->pixels.shape(), Shape({60000, 1, 28, 28}));
   EXPECT_EQ(train_->labels.shape(), Shape({60000}));
-  EXPECT_EQ(train_->images.dtype(), DType::kF32);
+  EXPECT_EQ(train_->pixels.dtype(), DType::kU8);
   EXPECT_EQ(train_->labels.dtype(), DType::kI32);
-  EXPECT_EQ(train_->images.tag(), MemTag::kData);
+  EXPECT_EQ(train_->pixels.tag(), MemTag::kData);
   EXPECT_EQ(train_->labels.tag(), MemTag::kData);
   EXPECT_EQ(train_->num_classes, 10);
   expect_histogram(*train_, 6000);
@@ -147,7 +157,7 @@ TEST_F(FashionMnist, TrainSplitShapesAndBalancedLabels) {
 
 TEST_F(FashionMnist, TestSplitShapesAndBalancedLabels) {
   EXPECT_EQ(test_->size(), 10000);
-  EXPECT_EQ(test_->images.shape(), Shape({10000, 1, 28, 28}));
+  EXPECT_EQ(test_->pixels.shape(), Shape({10000, 1, 28, 28}));
   expect_histogram(*test_, 1000);
 }
 
@@ -180,17 +190,27 @@ TEST_F(FashionMnist, LoadsTrainSplitWellUnderASecond) {
 TEST_F(FashionMnist, NormalisedTrainImagesHaveZeroMeanUnitStd) {
   // The constants are the train split's own statistics, so after
   // normalisation mean ~ 0 and std ~ 1 (tolerances: the constants are
-  // given to 4 digits, 0.00005 / 0.353 ~ 1.4e-4 on the mean).
-  const float* p = train_->images.data();
-  const int64_t n = train_->images.numel();
+  // given to 4 digits, 0.00005 / 0.353 ~ 1.4e-4 on the mean). Every
+  // sample is gathered, as training sees it.
+  const int64_t N = train_->size(), per = 784, B = 1000;
+  Tensor images({B, 1, 28, 28}, MemTag::kData);
+  Tensor labels({B}, MemTag::kData, DType::kI32);
+  std::vector<int64_t> idx(B);
   double sum = 0, sum_sq = 0;
-  float lo = p[0], hi = p[0];
-  for (int64_t i = 0; i < n; ++i) {
-    sum += p[i];
-    sum_sq += double(p[i]) * p[i];
-    lo = std::min(lo, p[i]);
-    hi = std::max(hi, p[i]);
+  float lo = train_->value[128], hi = lo;
+  for (int64_t first = 0; first < N; first += B) {
+    for (int64_t b = 0; b < B; ++b)
+      idx[b] = first + b;
+    gather_images(*train_, idx.data(), B, images, labels);
+    const float* p = images.data();
+    for (int64_t i = 0; i < B * per; ++i) {
+      sum += p[i];
+      sum_sq += double(p[i]) * p[i];
+      lo = std::min(lo, p[i]);
+      hi = std::max(hi, p[i]);
+    }
   }
+  const int64_t n = N * per;
   const double mean = sum / n;
   const double std = std::sqrt(sum_sq / n - mean * mean);
   EXPECT_NEAR(mean, 0.0, 1e-3);
@@ -200,14 +220,26 @@ TEST_F(FashionMnist, NormalisedTrainImagesHaveZeroMeanUnitStd) {
   EXPECT_FLOAT_EQ(train_->background, lo);
 }
 
-TEST_F(FashionMnist, PixelsAreTheRawBytesNormalised) {
+TEST_F(FashionMnist, PixelsAreTheRawBytesAndBatchesHoldThemNormalised) {
   IdxArray raw = read_idx_gz(kDir + "/t10k-images-idx3-ubyte.gz", kIdxUbyte, 3);
-  ASSERT_EQ(static_cast<int64_t>(raw.data.size()), test_->images.numel());
-  const float* p = test_->images.data();
+  ASSERT_EQ(raw.data.numel(), test_->pixels.numel());
+  const uint8_t* bytes = raw.data.data_u8();
+  EXPECT_EQ(0, std::memcmp(bytes, test_->pixels.data_u8(), raw.data.numel()));
+  // Every test sample, gathered: each pixel is its byte normalised.
+  const int64_t N = test_->size(), B = 2500;
+  Tensor images({B, 1, 28, 28}, MemTag::kData);
+  Tensor labels({B}, MemTag::kData, DType::kI32);
+  std::vector<int64_t> idx(B);
   int64_t mismatches = 0;
-  for (size_t i = 0; i < raw.data.size(); ++i) {
-    float want = (raw.data[i] / 255.0f - 0.2860f) / 0.3530f;
-    mismatches += p[i] != want;
+  for (int64_t first = 0; first < N; first += B) {
+    for (int64_t b = 0; b < B; ++b)
+      idx[b] = first + b;
+    gather_images(*test_, idx.data(), B, images, labels);
+    const float* p = images.data();
+    for (int64_t i = 0; i < B * 784; ++i) {
+      float want = (bytes[first * 784 + i] / 255.0f - 0.2860f) / 0.3530f;
+      mismatches += p[i] != want;
+    }
   }
   EXPECT_EQ(mismatches, 0);
 }
@@ -220,12 +252,10 @@ TEST_F(FashionMnist, GatherCopiesSamplesAndLabelsExactly) {
   gather_images(*train_, idx.data(), B, images, labels);
   for (int64_t b = 0; b < B; ++b) {
     EXPECT_EQ(labels.data_i32()[b], train_->labels.data_i32()[idx[b]]);
+    const std::vector<float> want = normalised(*train_, idx[b]);
     EXPECT_EQ(
         0,
-        std::memcmp(
-            images.data() + b * 784,
-            train_->images.data() + idx[b] * 784,
-            784 * sizeof(float)));
+        std::memcmp(images.data() + b * 784, want.data(), 784 * sizeof(float)));
   }
 }
 
@@ -327,7 +357,8 @@ TEST_F(FashionMnist, EachAugmentedSampleIsAFlipAndShiftOfItsSource) {
   int flipped = 0;
   std::set<std::pair<int, int>> shifts;
   for (int b = 0; b < 64; ++b) {
-    const float* src = train_->images.data() + idx[b] * 784;
+    const std::vector<float> source = normalised(*train_, idx[b]);
+    const float* src = source.data();
     const float* out = a.images.data() + b * 784;
     bool found = false;
     for (int m = 0; m < 2 && !found; ++m) {
@@ -395,8 +426,10 @@ TEST(FashionMnistErrors, BadLabelValueNamesTheLabelFile) {
       dir.file("t10k-images-idx3-ubyte.gz"));
   IdxArray labels =
       read_idx_gz(kDir + "/t10k-labels-idx1-ubyte.gz", kIdxUbyte, 1);
-  labels.data[4321] = 10;
-  write_idx_gz(dir.file("t10k-labels-idx1-ubyte.gz"), labels.dims, labels.data);
+  const uint8_t* raw = labels.data.data_u8();
+  std::vector<uint8_t> bytes(raw, raw + labels.data.numel());
+  bytes[4321] = 10;
+  write_idx_gz(dir.file("t10k-labels-idx1-ubyte.gz"), labels.dims, bytes);
   expect_load_error(
       dir.str(),
       dir.file("t10k-labels-idx1-ubyte.gz"),

@@ -95,6 +95,12 @@ void expect_data_error(
   }
 }
 
+// The payload read, as a byte vector.
+std::vector<uint8_t> bytes_of(const IdxArray& a) {
+  const uint8_t* p = a.data.data_u8();
+  return std::vector<uint8_t>(p, p + a.data.numel());
+}
+
 TEST(Idx, DecodesHandWrittenFileExactly) {
   TempDir dir("exact");
   std::vector<uint8_t> payload(2 * 3 * 4);
@@ -103,7 +109,7 @@ TEST(Idx, DecodesHandWrittenFileExactly) {
   write_gz(dir.file("a.gz"), idx_bytes(0x08, {2, 3, 4}, payload));
   IdxArray a = read_idx_gz(dir.file("a.gz"), kIdxUbyte, 3);
   EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 3, 4}));
-  EXPECT_EQ(a.data, payload);
+  EXPECT_EQ(bytes_of(a), payload);
 }
 
 TEST(Idx, LargeDimsUseAllFourHeaderBytes) {
@@ -112,13 +118,15 @@ TEST(Idx, LargeDimsUseAllFourHeaderBytes) {
   write_gz(dir.file("a.gz"), idx_bytes(0x08, {70000}, payload));
   IdxArray a = read_idx_gz(dir.file("a.gz"), kIdxUbyte, 1);
   EXPECT_EQ(a.dims, (std::vector<int64_t>{70000}));
-  EXPECT_EQ(a.data, payload);
+  EXPECT_EQ(bytes_of(a), payload);
 }
 
 TEST(Idx, RealLabelFileHasTenThousandEntries) {
   IdxArray a = read_idx_gz(kRealLabels, kIdxUbyte, 1);
   EXPECT_EQ(a.dims, (std::vector<int64_t>{10000}));
-  EXPECT_EQ(a.data.size(), 10000u);
+  EXPECT_EQ(a.data.numel(), 10000);
+  EXPECT_EQ(a.data.dtype(), DType::kU8);
+  EXPECT_EQ(a.data.tag(), MemTag::kData);
 }
 
 TEST(Idx, MissingFileNamesIt) {

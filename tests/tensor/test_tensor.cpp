@@ -30,6 +30,33 @@ TEST(Tensor, ShapeViewCloneCopy) {
   EXPECT_THROW(i.data(), Error);
 }
 
+// uint8 storage takes one byte per element (the ledger counts its size
+// class), and slices, clones, copies and zeroing move bytes, not floats.
+TEST(Tensor, Uint8StorageIsOneBytePerElement) {
+  const MemoryStats s0 = memory_stats();
+  Tensor u({1000, 784}, MemTag::kData, DType::kU8);
+  const int d = static_cast<int>(MemTag::kData);
+  EXPECT_EQ(
+      memory_stats().current_bytes[d] - s0.current_bytes[d],
+      static_cast<int64_t>(mem_block_bytes(784000)));
+  EXPECT_EQ(dtype_bytes(DType::kU8), 1);
+  for (int64_t i = 0; i < u.numel(); ++i)
+    u.data_u8()[i] = static_cast<uint8_t>(i % 251);
+  Tensor row = u.rows(999, 1);  // the last 784 bytes
+  EXPECT_EQ(row.data_u8()[783], (784000 - 1) % 251);
+  Tensor c = u.clone(MemTag::kOther);
+  EXPECT_EQ(c.data_u8()[783999], (784000 - 1) % 251);
+  row.zero_();
+  EXPECT_EQ(u.data_u8()[999 * 784 - 1], (999 * 784 - 1) % 251);  // untouched
+  EXPECT_EQ(u.data_u8()[999 * 784], 0);
+  EXPECT_EQ(u.data_u8()[783999], 0);
+  u.copy_(c);
+  EXPECT_EQ(u.data_u8()[783999], (784000 - 1) % 251);
+  EXPECT_THROW(u.data(), Error);
+  EXPECT_THROW(u.data_i32(), Error);
+  EXPECT_THROW(c.data(), Error);
+}
+
 TEST(Allocator, ReusesFreedBlocksAndTracksTags) {
   memory_release_cached();
   MemoryStats s0 = memory_stats();

@@ -286,7 +286,9 @@ int cmd_peak(int threads) {
   // peak_gflops: the FMA limit, MFU's denominator (bench/*.sh read it).
   const double fma = measure_fma_peak_gflops();
   std::printf(
-      "peak_gflops=%.1f sgemm_gflops=%.1f\n", fma, measure_sgemm_peak_gflops());
+      "peak_gflops=%.1f sgemm_gflops=%.1f\n",
+      fma,
+      measure_sgemm_peak_gflops(kSgemmPeakN));
   return 0;
 }
 
@@ -310,7 +312,7 @@ int cmd_plan(const PlanArgs& a) {
       base.train.threads > 0 ? base.train.threads : omp_get_num_procs();
   ops::set_num_threads(threads);
   MachineCost m;
-  m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops();
+  m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   SerialBuilder builder;  // keeps no module: only the FLOP count is read

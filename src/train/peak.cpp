@@ -94,19 +94,11 @@ double measure_fma_peak_gflops() {
   return best;
 }
 
-namespace {
-
-constexpr int kSgemmN = 1536;
-
-}  // namespace
-
-int64_t sgemm_peak_bytes() {
-  return 3 * static_cast<int64_t>(
-                 mem_block_bytes(sizeof(float) * kSgemmN * kSgemmN));
+int64_t sgemm_peak_bytes(int n) {
+  return 3 * static_cast<int64_t>(mem_block_bytes(sizeof(float) * n * n));
 }
 
-double measure_sgemm_peak_gflops() {
-  const int n = kSgemmN;
+double measure_sgemm_peak_gflops(int n) {
   Tensor a({n, n}, MemTag::kOther), b({n, n}, MemTag::kOther),
       c({n, n}, MemTag::kOther);
   rng_fill_uniform(a.data(), a.numel(), rng_key(0, "peak.a"), 0, -1, 1);

@@ -13,10 +13,18 @@ namespace ndt {
 // memory traffic; best of a few repetitions (~0.3 s).
 double measure_fma_peak_gflops();
 
-// GFLOP/s of square sgemm (n = 1536), best of a few repetitions (~0.5 s).
-double measure_sgemm_peak_gflops();
-// The bytes measure_sgemm_peak_gflops allocates (its three matrices, as
-// the allocator counts them; 27 MiB).
-int64_t sgemm_peak_bytes();
+// Sizes of the square sgemm measured: by `ndtrain peak` and the planner
+// (1536: three matrices of 27 MiB, ~0.3 s), and by every rank of a run at
+// start, where it is only reported (768: 6.75 MiB, ~0.03 s; on the
+// machines measured it gives the larger size's rate within a few percent,
+// while 1024 runs 5-10% slower than either).
+constexpr int kSgemmPeakN = 1536;
+constexpr int kSgemmStartN = 768;
+
+// GFLOP/s of square sgemm of size n, best of a few repetitions.
+double measure_sgemm_peak_gflops(int n);
+// The bytes measure_sgemm_peak_gflops(n) allocates (its three matrices, as
+// the allocator counts them).
+int64_t sgemm_peak_bytes(int n);
 
 }  // namespace ndt

@@ -197,7 +197,7 @@ TrainSummary run_training(
   // Every rank measures at the same time, so on a shared (oversubscribed)
   // machine each sees its share of the cores, as during training; and
   // before the model is built, so that the sgemm measurement's matrices
-  // (27 MiB) never sit on top of the model's memory (train.mem_cap_mb).
+  // (6.75 MiB) never sit on top of the model's memory (train.mem_cap_mb).
   // The sgemm rate is only reported (MFU divides by the FMA peak): when
   // those matrices would not fit under train.mem_cap_mb beside what is
   // live (the data), it is not measured.
@@ -206,8 +206,10 @@ TrainSummary run_training(
   const int64_t cap = memory_cap();
   const bool measure_sgemm =
       cap == 0 ||
-      memory_stats().total_current_bytes + sgemm_peak_bytes() <= cap;
-  const double sgemm = measure_sgemm ? measure_sgemm_peak_gflops() : 0;
+      memory_stats().total_current_bytes + sgemm_peak_bytes(kSgemmStartN) <=
+          cap;
+  const double sgemm =
+      measure_sgemm ? measure_sgemm_peak_gflops(kSgemmStartN) : 0;
   Engine engine(config, data, mesh);
   Model& model = engine.model();
 
@@ -221,12 +223,15 @@ TrainSummary run_training(
   const double flops_per_step = model.flops_per_sample * B;
   out << "ndtrain: " << ops::blas_info() << ", threads " << threads << "\n"
       << "ndtrain: FMA peak " << static_cast<int>(peak) << " GFLOP/s"
-      << (ranks > 1 ? " per rank" : "") << " (MFU's denominator), sgemm "
-      << (measure_sgemm ? std::to_string(static_cast<int>(sgemm)) + " GFLOP/s"
-                        : std::string("not measured (its 27 MiB would pass "
-                                      "train.mem_cap_mb)"))
-      << "\n"
-      << "ndtrain: model " << model.kind << ", " << n_params << " parameters, "
+      << (ranks > 1 ? " per rank" : "") << " (MFU's denominator), sgemm ";
+  if (measure_sgemm) {
+    out << static_cast<int>(sgemm) << " GFLOP/s\n";
+  } else {
+    out << "not measured (its "
+        << sgemm_peak_bytes(kSgemmStartN) / double(1 << 20)
+        << " MiB would pass train.mem_cap_mb)\n";
+  }
+  out << "ndtrain: model " << model.kind << ", " << n_params << " parameters, "
       << flops_per_step / 1e9 << " GFLOP per step (batch " << B << ")\n";
   const LrScheduleOptions& lr = engine.lr_schedule();
   out << "ndtrain: optimizer " << to_string(config.optim.name) << ", lr "

@@ -136,11 +136,11 @@ TEST(TrainLoop, NoFreshAllocationAfterFirstStep) {
   fs::remove_all(dir);
 }
 
-// The start-up's sgemm measurement (three 1536 x 1536 matrices, 27 MiB)
+// The start-up's sgemm measurement (three 768 x 768 matrices, 6.75 MiB)
 // runs only where it fits under train.mem_cap_mb beside what is live: a
-// small GPT under a cap 24 MiB above the live bytes trains, its log says
+// small GPT under a cap 4 MiB above the live bytes trains, its log says
 // the rate was not measured (before, the run ended at start-up: "an
-// allocation of 9.00 MiB (other)"); without a cap the rate is printed.
+// allocation of 2.25 MiB (other)"); without a cap the rate is printed.
 TEST(TrainLoop, SgemmIsMeasuredOnlyWhereItFitsTheCap) {
   const std::string dir = temp_dir("sgemm_cap");
   const Config c = small_config(
@@ -164,7 +164,7 @@ TEST(TrainLoop, SgemmIsMeasuredOnlyWhereItFitsTheCap) {
   for (const bool capped : {true, false}) {
     fs::remove_all(dir);
     memory_set_cap(
-        capped ? memory_stats().total_current_bytes + (int64_t{24} << 20) : 0);
+        capped ? memory_stats().total_current_bytes + (int64_t{4} << 20) : 0);
     std::ostringstream log;
     TrainOptions o;
     o.out = &log;

@@ -50,10 +50,7 @@ const void* tensor_bytes(const Tensor& t) {
 }
 
 void* tensor_bytes(Tensor& t) {
-  NDT_ASSERT(
-      t.dtype() != DType::kU8, "safetensors: uint8 tensors are not stored");
-  return t.dtype() == DType::kF32 ? static_cast<void*>(t.data())
-                                  : static_cast<void*>(t.data_i32());
+  return const_cast<void*>(tensor_bytes(std::as_const(t)));
 }
 
 // Closes a file descriptor on scope exit.

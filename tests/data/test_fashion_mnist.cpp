@@ -133,13 +133,18 @@ void expect_histogram(const ImageDataset& ds, int64_t per_class) {
     EXPECT_EQ(hist[c], per_class) << "class " << c;
 }
 
-// Sample i of `ds` as a batch must hold it: each byte v as
-// (v / 255 - mean) / std, computed here from the raw pixels.
+// What a batch must hold for a pixel byte v: (v / 255 - mean) / std,
+// computed here, not taken from the dataset's table.
+float normalised(uint8_t v) {
+  return (v / 255.0f - 0.2860f) / 0.3530f;
+}
+
+// Sample i of `ds` as a batch must hold it, from its raw pixels.
 std::vector<float> normalised(const ImageDataset& ds, int64_t i) {
   const uint8_t* p = ds.pixels.data_u8() + i * 784;
   std::vector<float> out(784);
   for (int k = 0; k < 784; ++k)
-    out[k] = (p[k] / 255.0f - 0.2860f) / 0.3530f;
+    out[k] = normalised(p[k]);
   return out;
 }
 
@@ -237,8 +242,7 @@ TEST_F(FashionMnist, PixelsAreTheRawBytesAndBatchesHoldThemNormalised) {
     gather_images(*test_, idx.data(), B, images, labels);
     const float* p = images.data();
     for (int64_t i = 0; i < B * 784; ++i) {
-      float want = (bytes[first * 784 + i] / 255.0f - 0.2860f) / 0.3530f;
-      mismatches += p[i] != want;
+      mismatches += p[i] != normalised(bytes[first * 784 + i]);
     }
   }
   EXPECT_EQ(mismatches, 0);

@@ -119,26 +119,22 @@ dnnl_status_t onednn_sgemm(
         ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
   };
   const int threads = column_split_threads(M, N);
-  dnnl_status_t st = dnnl_success;
-  if (threads < 2) {
-    st = columns(0, N);
-  } else {
-    std::atomic<int> failed{dnnl_success};
+  if (threads < 2)
+    return columns(0, N);
+  std::atomic<int> failed{dnnl_success};
 #pragma omp parallel num_threads(threads)
-    {
-      const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-      const int blocks = (N + 15) / 16;
-      const int j0 = std::min(N, blocks * t / nt * 16);
-      const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
-      if (j1 > j0) {
-        const dnnl_status_t s = columns(j0, j1);
-        if (s != dnnl_success)
-          failed.store(s, std::memory_order_relaxed);
-      }
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int blocks = (N + 15) / 16;
+    const int j0 = std::min(N, blocks * t / nt * 16);
+    const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
+    if (j1 > j0) {
+      const dnnl_status_t s = columns(j0, j1);
+      if (s != dnnl_success)
+        failed.store(s, std::memory_order_relaxed);
     }
-    st = static_cast<dnnl_status_t>(failed.load());
   }
-  return st;
+  return static_cast<dnnl_status_t>(failed.load());
 }
 
 // Weight gradients (TN: dy^T x, the contraction over the rows of a batch)

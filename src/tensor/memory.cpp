@@ -10,10 +10,36 @@
 
 #include "base/error.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace ndt {
 namespace {
 
 constexpr size_t kAlign = 64;
+
+// Under AddressSanitizer (scripts/sanitize.sh) the bytes of a block
+// beyond its request, and every byte of a cached block, are poisoned: a
+// kernel that reads past its tensor, or a pointer kept past its tensor's
+// free, is reported as if each tensor had its own malloc. No-ops otherwise.
+void poison(void* ptr, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  __asan_poison_memory_region(ptr, bytes);
+#else
+  (void)ptr;
+  (void)bytes;
+#endif
+}
+
+void unpoison(void* ptr, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  __asan_unpoison_memory_region(ptr, bytes);
+#else
+  (void)ptr;
+  (void)bytes;
+#endif
+}
 
 }  // namespace
 
@@ -116,6 +142,8 @@ void* mem_alloc(size_t bytes, MemTag tag) {
     if (ptr == nullptr)
       throw std::bad_alloc();
   }
+  unpoison(ptr, bytes);
+  poison(static_cast<char*>(ptr) + bytes, size - bytes);
   return ptr;
 }
 
@@ -123,6 +151,7 @@ void mem_free(void* ptr, size_t bytes, MemTag tag) {
   if (ptr == nullptr)
     return;
   size_t size = mem_block_bytes(bytes);
+  poison(ptr, size);  // before another thread can take it from the list
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   p.free_lists[size].push_back(ptr);
@@ -149,8 +178,10 @@ void memory_release_cached() {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   for (auto& [size, list] : p.free_lists) {
-    for (void* ptr : list)
+    for (void* ptr : list) {
+      unpoison(ptr, size);
       std::free(ptr);
+    }
     list.clear();
   }
   p.stats.cached_bytes = 0;

@@ -103,6 +103,35 @@ TEST(Allocator, CapRefusesWhatWouldPassIt) {
   EXPECT_EQ(memory_stats().total_current_bytes, live + (8 << 20));
 }
 
+// Under AddressSanitizer (scripts/sanitize.sh) the pool poisons a block's
+// bytes beyond its request and every byte of a cached block, so a read past
+// a tensor (here inside its 64-byte block) or through a pointer kept past
+// its free is reported; without the poisoning neither read is.
+TEST(Allocator, SanitizerSeesReadsPastATensorAndAfterItsFree) {
+#if !defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "checked only under AddressSanitizer (scripts/sanitize.sh)";
+#else
+  EXPECT_DEATH(
+      {
+        Tensor t({10});
+        volatile float past = t.data()[10];
+        (void)past;
+      },
+      "use-after-poison");
+  EXPECT_DEATH(
+      {
+        float* kept = nullptr;
+        {
+          Tensor t({10});
+          kept = t.data();
+        }
+        volatile float freed = kept[0];
+        (void)freed;
+      },
+      "use-after-poison");
+#endif
+}
+
 TEST(Rng, PhiloxKnownAnswer) {
   // Random123 known-answer test for philox4x32-10: counter and key all
   // zeros -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8.

@@ -9,6 +9,8 @@
 // Every block carries a MemTag; current and peak bytes are kept per tag so
 // memory claims (ZeRO, pipeline schedules, recompute) are measured.
 // Thread-safe. Does not return memory to the OS until memory_release_cached().
+// Under AddressSanitizer the bytes it holds but has not handed out are
+// poisoned (memory.cpp), so reads past a tensor or after its free show.
 // A cap (memory_set_cap, train.mem_cap_mb) bounds the live bytes: the
 // process's memory as the ledger counts it, so that "fits in X MiB" is a
 // measured fact on any machine.

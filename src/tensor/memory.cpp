@@ -23,23 +23,17 @@ constexpr size_t kAlign = 64;
 // beyond its request, and every byte of a cached block, are poisoned: a
 // kernel that reads past its tensor, or a pointer kept past its tensor's
 // free, is reported as if each tensor had its own malloc. No-ops otherwise.
+#if defined(__SANITIZE_ADDRESS__)
 void poison(void* ptr, size_t bytes) {
-#if defined(__SANITIZE_ADDRESS__)
   __asan_poison_memory_region(ptr, bytes);
-#else
-  (void)ptr;
-  (void)bytes;
-#endif
 }
-
 void unpoison(void* ptr, size_t bytes) {
-#if defined(__SANITIZE_ADDRESS__)
   __asan_unpoison_memory_region(ptr, bytes);
-#else
-  (void)ptr;
-  (void)bytes;
-#endif
 }
+#else
+void poison(void*, size_t) {}
+void unpoison(void*, size_t) {}
+#endif
 
 }  // namespace
 

@@ -38,7 +38,8 @@ bool denormals_flushed();  // on the calling thread
 // environment variable NDT_GEMM=openblas|onednn (default onednn: its own
 // CPU dispatch runs AVX-512 kernels where OPENBLAS_CORETYPE pins OpenBLAS
 // to AVX2, and it was as fast or faster on the models' shapes otherwise,
-// README "GEMM libraries"); a bad value throws ConfigError on first use.
+// docs/performance.md "GEMM libraries"); a bad value throws ConfigError
+// on first use.
 // set_gemm_backend() overrides it.
 enum class GemmBackend { kOpenBlas, kOneDnn };
 GemmBackend gemm_backend();

@@ -144,7 +144,8 @@ dnnl_status_t onednn_sgemm(
 // slices of 512: 1536x384x2048 120-129 -> 139-152, 384x1536x2048
 // 135-136 -> 145-154, 1536x384x1024 126 -> 145, 1024x256x2080 115-117 ->
 // 131-139; 2 threads: 239 -> 282, 269 -> 289; 1152x384x2048 and
-// 384x384x2048 the same within 3%; README "Weight gradients in slices").
+// 384x384x2048 the same within 3%; docs/performance.md "Weight gradients
+// in slices of K").
 constexpr int kTnMaxK = 512;
 
 }  // namespace

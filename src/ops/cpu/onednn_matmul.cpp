@@ -5,9 +5,9 @@
 // docs/performance.md "GEMM libraries"). A primitive is compiled for one
 // shape, leading dimensions, alpha and beta, so each thread keeps a map
 // from those to its primitive and memory objects; oneDNN's own primitive
-// cache makes a second thread's creation of the same shape cheap. Every primitive is
-// compiled for one thread (ops::gemm calls this only for products that
-// run on one thread; inside a parallel region oneDNN would run it on the
+// cache makes a second thread's creation of the same shape cheap. Every
+// primitive is compiled for one thread (ops::gemm calls this only for products
+// that run on one thread; inside a parallel region oneDNN would run it on the
 // calling thread alone anyway).
 #include "ops/cpu/onednn_matmul.h"
 

@@ -9,10 +9,13 @@
 #                     whose measured times differ by more than 3%
 #   pick_regret=X     measured time of the planner's pick / the fastest
 #                     measured layout - 1 (0: the pick was the fastest)
-# The plan is calibrated in the same run: one rank's GFLOP/s from a
-# 1-rank `ndtrain bench` of the model (flops_per_step / step time), and the
-# link's alpha and bus bandwidth from comm_bench's alpha-beta fit over 2
-# ranks (link_fit impl=ndt).
+# The plan is calibrated in the same run: from a 1-rank `ndtrain bench` of
+# the model, one rank's GFLOP/s (flops_per_step / (step time - the
+# optimizer step)) and the update's time per parameter (update_ms /
+# parameters); the link's alpha and bus bandwidth from comm_bench's
+# alpha-beta fit over 2 ranks (link_fit impl=ndt). The ranks share this
+# host, so the plan counts their communication as work of their own cores
+# (--comm-on-cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${NDT_SKIP_SETUP:-0}" != 1 ]]; then scripts/setup.sh --bench; fi
@@ -30,15 +33,21 @@ field() {  # field NAME LINE
   sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"
 }
 
-one=$(build/ndtrain bench -c "$CFG" train.threads=1 --iters "$ITERS" \
-      --warmup "$WARMUP" | grep '^bench ')
-gflops=$(/usr/bin/python3 -c "print(f'{$(field flops_per_step "$one") / ($(field median_ms "$one") * 1e-3) / 1e9:.1f}')")
+out=$(build/ndtrain bench -c "$CFG" train.threads=1 --iters "$ITERS" \
+      --warmup "$WARMUP")
+one=$(grep '^bench ' <<<"$out")
+params=$(sed -n 's/.* \([0-9]*\) parameters$/\1/p' <<<"$out")
+t=$(field median_ms "$one"); upd=$(field update_ms "$one")
+gflops=$(/usr/bin/python3 -c "print(f'{$(field flops_per_step "$one") / (($t - $upd) * 1e-3) / 1e9:.1f}')")
+update_ns=$(/usr/bin/python3 -c "print(f'{$upd * 1e6 / $params:.4f}')")
 fit=$(mpirun --oversubscribe --bind-to none -np 2 build/comm_bench | grep '^link_fit impl=ndt')
 alpha=$(field alpha_us "$fit"); gbps=$(field busbw_gbs "$fit")
-echo "calibration: 1 rank $(field median_ms "$one") ms per step = $gflops GFLOP/s; $fit"
+echo "calibration: 1 rank $t ms per step, $upd ms of it the update of $params" \
+  "parameters: $gflops GFLOP/s, $update_ns ns per parameter; $fit"
 
 plan=$(build/ndtrain plan -c "$CFG" train.threads=1 --ranks "$RANKS" --top 1000 \
-       --gflops "$gflops" --link-alpha-us "$alpha" --link-gbps "$gbps")
+       --gflops "$gflops" --update-ns-per-param "$update_ns" \
+       --link-alpha-us "$alpha" --link-gbps "$gbps" --comm-on-cores)
 echo "$plan" | grep -v '^plan_layout '
 pick=$(sed -n 's/^pick_overrides=//p' <<<"$plan")
 results=()

@@ -7,7 +7,8 @@
 //   ndtrain peak [--threads N]
 //   ndtrain schedule --pp P --microbatches M --kind K [--chunks V]
 //   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--memory-mib M]
-//                [--top K] [--gflops G] [--link-alpha-us A] [--link-gbps B]
+//                [--top K] [--gflops G] [--update-ns-per-param U]
+//                [--link-alpha-us A] [--link-gbps B] [--comm-on-cores]
 //
 // The only place that catches ndt::Error: it prints "[rank r] error:
 // <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
@@ -46,6 +47,7 @@
 #include "train/peak.h"
 #include "train/step_bench.h"
 #include "train/trainer.h"
+#include "train/update_rate.h"
 #include "train/verify.h"
 
 namespace ndt {
@@ -61,8 +63,8 @@ constexpr const char* kUsage =
     "[--iters N] [--warmup N]\n"
     "  ndtrain peak [--threads N]\n"
     "  ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N "
-    "[--memory-mib M] [--top K] [--gflops G] [--link-alpha-us A] "
-    "[--link-gbps B]\n"
+    "[--memory-mib M] [--top K] [--gflops G] [--update-ns-per-param U] "
+    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
     "naive|gpipe|1f1b|interleaved [--chunks V]\n"
     "  ndtrain SUBCOMMAND --help   the options of one subcommand\n";
@@ -240,14 +242,15 @@ int cmd_bench(
       static_cast<long long>(r.parameters));  // held here
   std::printf(
       "bench model=%s threads=%d dp=%d median_ms=%.3f "
-      "flops_per_step=%.0f fma_peak_gflops=%.1f mfu=%.3f",
+      "flops_per_step=%.0f fma_peak_gflops=%.1f mfu=%.3f update_ms=%.3f",
       to_string(config.model.kind),
       threads,
       p.dp,
       r.median_ms,
       r.flops_per_step,
       r.fma_peak_gflops,
-      r.mfu);
+      r.mfu,
+      r.update_ms);
   if (r.has_ddp) {
     std::printf(
         " allreduce_ms=%.3f exposed_ms=%.3f hidden_fraction=%.3f",
@@ -298,9 +301,11 @@ struct PlanArgs {
   double memory_mib = 0;  // 0: no limit
   int top = 10;
   double gflops = 0;  // 0: measure sgemm here
+  double update_ns_per_param = 0;  // 0: measure the config's optimizer here
   // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
   double link_alpha_us = 2.0;
   double link_gbps = 7.5;
+  bool comm_on_cores = false;
 };
 
 // The layouts of `ranks` ranks the config accepts, fastest predicted step
@@ -313,8 +318,13 @@ int cmd_plan(const PlanArgs& a) {
   ops::set_num_threads(threads);
   MachineCost m;
   m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
+  m.update_s_per_param =
+      a.update_ns_per_param > 0
+          ? a.update_ns_per_param * 1e-9
+          : measure_update_seconds_per_param(base.optim);
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
+  m.comm_on_cores = a.comm_on_cores;
   SerialBuilder builder;  // keeps no module: only the FLOP count is read
   const double flops_per_sample =
       make_model(base.model, builder, keep_no_module)->flops_per_sample;
@@ -332,15 +342,20 @@ int cmd_plan(const PlanArgs& a) {
            double(c.state_bytes + std::max<int64_t>(c.act_bytes, 0)) <= limit;
   };
   std::printf(
-      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), link "
-      "alpha %.2f us, %.3f GB/s; %zu layouts accepted, %d rejected by the "
-      "config's checks\n",
+      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
+      "%.3f ns per parameter (%s), link alpha %.2f us, %.3f GB/s%s; %zu "
+      "layouts accepted, %d rejected by the config's checks\n",
       to_string(base.model.kind),
       a.ranks,
       m.gflops,
       a.gflops > 0 ? "--gflops" : "sgemm measured here",
+      to_string(base.optim.name),
+      m.update_s_per_param * 1e9,
+      a.update_ns_per_param > 0 ? "--update-ns-per-param"
+                                : "measured here",
       a.link_alpha_us,
       a.link_gbps,
+      a.comm_on_cores ? " on the ranks' cores" : "",
       all.size(),
       rejected);
   NDT_CHECK(
@@ -351,10 +366,11 @@ int cmd_plan(const PlanArgs& a) {
       " ranks passes the config's checks (the batch, heads and widths must "
       "divide over the ranks)");
   std::printf(
-      "%-48s %9s %9s %8s %10s %10s %9s %9s\n",
+      "%-48s %9s %9s %9s %8s %10s %10s %9s %9s\n",
       "layout",
       "step_ms",
       "comp_ms",
+      "update_ms",
       "bubble",
       "sync_ms",
       "other_ms",
@@ -371,10 +387,11 @@ int cmd_plan(const PlanArgs& a) {
     if (c.act_bytes >= 0)
       std::snprintf(acts, sizeof acts, "%.1f", c.act_bytes / 1048576.0);
     std::printf(
-        "%-48s %9.2f %9.2f %8.3f %10.2f %10.2f %9.1f %9s%s\n",
+        "%-48s %9.2f %9.2f %9.2f %8.3f %10.2f %10.2f %9.1f %9s%s\n",
         c.name.c_str(),
         c.step_s * 1e3,
         c.compute_s * 1e3,
+        c.update_s * 1e3,
         c.bubble,
         c.sync_comm_s * 1e3,
         c.other_comm_s * 1e3,
@@ -488,6 +505,12 @@ int run(int argc, char** argv) {
           "GFLOP/s of one rank (0: measure sgemm here)")
       ->check(CLI::NonNegativeNumber);
   plan->add_option(
+          "--update-ns-per-param",
+          plan_args.update_ns_per_param,
+          "one rank's optimizer step per parameter it updates, ns (0: "
+          "measure the config's optimizer here)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option(
           "--link-alpha-us",
           plan_args.link_alpha_us,
           "latency of one step of a collective (2)")
@@ -497,6 +520,11 @@ int run(int argc, char** argv) {
           plan_args.link_gbps,
           "bus bandwidth between ranks, GB/s (7.5)")
       ->check(CLI::PositiveNumber);
+  plan->add_flag(
+      "--comm-on-cores",
+      plan_args.comm_on_cores,
+      "the ranks share one host's memory: every transfer is a copy by a "
+      "rank's own core, so communication hides no compute");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

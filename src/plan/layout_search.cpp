@@ -187,13 +187,14 @@ LayoutCost layout_cost(
     c.bubble = r.bubble;
     busy = 1 - r.bubble;
   }
-  c.compute_s = flops / ranks / (m.gflops * 1e9) / busy;
+  const double products_s = flops / ranks / (m.gflops * 1e9) / busy;
   // The gradient sync overlaps backward (two thirds of the compute): the
   // step's last micro-batch's only, but under stages 2 and 3 every
   // micro-batch's (each reduces), and under stage 3 also the forwards
   // (the gathers).
-  const double busy_s = c.compute_s * busy;
-  const double window = p.zero == 3 ? busy_s
+  const double busy_s = products_s * busy;
+  const double window = m.comm_on_cores ? 0
+                        : p.zero == 3  ? busy_s
                         : p.zero == 2
                             ? 2.0 / 3.0 * busy_s
                             : 2.0 / 3.0 * busy_s / std::max(p.microbatches, 1);
@@ -204,6 +205,10 @@ LayoutCost layout_cost(
     for (int sr = 0; sr < std::max(sync_ranks, 1); ++sr) {
       const RankMemory mem = rank_memory(config, pr, sr);
       c.state_bytes = std::max(c.state_bytes, mem.bytes());
+      const double update_s =
+          double(mem.optimizer) /
+          optimizer_states_per_param(config.optim.name) *
+          m.update_s_per_param;
       const StepComm s = step_comm(config, pr, sr);
       double all_s = 0;
       for (const auto& [group, v] : s.groups)
@@ -233,9 +238,11 @@ LayoutCost layout_cost(
               comm_seconds(tail, sync_ranks, m.link),
               comm_seconds(overlapped, sync_ranks, m.link) - window) +
           comm_seconds(after, sync_ranks, m.link);
-      const double step = c.compute_s + other_s + exposed;
+      const double step = products_s + update_s + other_s + exposed;
       if (step > c.step_s) {
         c.step_s = step;
+        c.compute_s = products_s + update_s;
+        c.update_s = update_s;
         c.sync_comm_s = sync_s;
         c.other_comm_s = other_s;
       }

@@ -20,7 +20,14 @@
 // Step time, per rank:
 //   compute  = flops of the step / ranks / gflops, divided by the share
 //              of the time the pipeline's schedule keeps a rank busy
-//              (verify_schedule with backward = 2 forwards);
+//              (verify_schedule with backward = 2 forwards), plus the
+//              optimizer's update: the parameters the rank updates (its
+//              local parameters; under ZeRO those of its buckets: the
+//              elements rank_memory gives optimizer state) times
+//              update_s_per_param. The update does not shrink with a
+//              rank's share of the batch, so data parallelism without
+//              ZeRO (and sequence parallelism) pays it whole on every
+//              rank, while tensor parallelism, pipelines and ZeRO split it;
 //   comm     = every group's step_comm volume at the link's alpha-beta
 //              cost: all-reduce 2 (P-1) alpha + 2 (P-1)/P bytes beta per
 //              call; reduce-scatter, all-gather and all-to-all (P-1) alpha
@@ -35,12 +42,16 @@
 //              starts when backward ends); stages 1 and 2 broadcast the
 //              updated values after the compute, in full.
 //              Every other volume (tensor, sequence and pipeline groups,
-//              norms, the loss) counts in full.
+//              norms, the loss) counts in full. With comm_on_cores (ranks
+//              of one host: shared memory, where every transfer is a copy,
+//              and every reduction a sum, by a rank's own core) nothing
+//              overlaps the compute and the sync counts in full too.
 // The largest over the representative ranks (pipeline stages, ZeRO owners)
 // is the layout's step. Not modelled: smaller products running slower
-// under tensor parallelism, the sequence-parallel attention cores' own
-// overhead, recompute's extra forward, contention between ranks sharing a
-// host's cores and memory.
+// under tensor parallelism, the work 1D tensor parallelism repeats on
+// every rank outside its sequence-split regions (norms, residuals), the
+// sequence-parallel attention cores' own overhead, recompute's extra
+// forward, ranks contending for one host's memory bandwidth.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +66,13 @@ namespace ndt {
 
 struct MachineCost {
   double gflops = 0;  // one rank's rate on the model's products
-  LinkCost link;      // between any two ranks
+  // One rank's optimizer step per parameter it updates (the config's
+  // optimizer); 0: not counted.
+  double update_s_per_param = 0;
+  LinkCost link;  // between any two ranks
+  // The link's transfers run on the ranks' own cores (one host, shared
+  // memory): communication hides no compute.
+  bool comm_on_cores = false;
 };
 
 struct LayoutCost {
@@ -64,7 +81,8 @@ struct LayoutCost {
   int64_t state_bytes = 0;             // parameters, gradients, optimizer state
   int64_t act_bytes = -1;              // activation peak; -1: not modelled
   double bubble = 0;                   // the pipeline's idle fraction
-  double compute_s = 0;                // with the bubble
+  double compute_s = 0;                // with the bubble and the update
+  double update_s = 0;                 // the optimizer's update
   double sync_comm_s = 0;              // the gradient sync's group
   double other_comm_s = 0;  // tensor, sequence, pipeline groups, loss
   double step_s = 0;

@@ -352,6 +352,7 @@ void Engine::optimizer_step() {
   }
   if (sharded)
     ddp_->broadcast_parameters();
+  result_.update_s = tracer_.now() - t0;
   if (threads_)  // otherwise the executor records its kOptimizerStep
     tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
 }

@@ -57,6 +57,9 @@ struct StepResult {
   double loss = 0;  // mean over the global batch
   float lr = 0;
   double grad_norm = 0;  // before clipping
+  // Seconds in the optimizer step: clipping's norm, the update and, under
+  // ZeRO stages 1 and 2, the broadcast of the updated values.
+  double update_s = 0;
 };
 
 struct EvalResult {

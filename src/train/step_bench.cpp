@@ -10,6 +10,15 @@
 #include "train/trace_file.h"
 
 namespace ndt {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
 
 StepBenchResult run_step_bench(
     const Config& config, Mesh& mesh, int iters, int warmup) {
@@ -20,7 +29,7 @@ StepBenchResult run_step_bench(
   const ParallelConfig& p = config.parallel;
   StepBenchResult r;
   r.has_pipeline = p.pp > 1;
-  std::vector<double> ms;
+  std::vector<double> ms, update_ms;
   double exposed0 = 0, comm0 = 0;
   // Pipeline: compute time and makespan summed over the timed steps.
   double pipe_busy = 0, pipe_span = 0;
@@ -44,13 +53,14 @@ StepBenchResult run_step_bench(
     }
     world.barrier();
     auto t0 = std::chrono::steady_clock::now();
-    engine.step(i);
+    const StepResult step = engine.step(i);
     double dt = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
     if (i < warmup)
       continue;
     ms.push_back(dt);
+    update_ms.push_back(1e3 * step.update_s);
     if (r.has_pipeline) {
       // The step's makespan runs from the earliest entry to the latest
       // end of compute over the pipeline's ranks.
@@ -75,10 +85,9 @@ StepBenchResult run_step_bench(
   r.mem_peak_mib[world.rank()] =
       static_cast<double>(memory_stats().total_peak_bytes) / (1 << 20);
   world.all_reduce(r.mem_peak_mib.data(), world.size());
-  std::sort(ms.begin(), ms.end());
-  r.median_ms = ms[ms.size() / 2];
-  if (ms.size() % 2 == 0)
-    r.median_ms = 0.5 * (ms[ms.size() / 2 - 1] + r.median_ms);
+  r.median_ms = median(ms);
+  r.update_ms = median(update_ms);
+  world.all_reduce(&r.update_ms, 1, ReduceOp::kMax);
   Model& model = engine.model();
   r.parameters = model.num_parameters();
   r.flops_per_step = model.flops_per_sample * config.train.batch_size;

@@ -18,6 +18,9 @@ struct StepBenchResult {
   double median_ms = 0;       // per step, this rank's clock
   int64_t parameters = 0;     // held by this rank
   double flops_per_step = 0;  // the whole model, global batch
+  // The optimizer step (StepResult::update_s), median over the timed
+  // steps, the largest over the ranks.
+  double update_ms = 0;
   // DDP (has_ddp): all-reduce span and the part not hidden by backward,
   // per step.
   bool has_ddp = false;

@@ -221,5 +221,87 @@ TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
   EXPECT_EQ(seq.state_bytes, plain.state_bytes);
 }
 
+// The optimizer's update does not shrink with a rank's share of the batch:
+// every data-parallel rank without ZeRO updates every parameter, while
+// ZeRO, tensor parallelism and a pipeline split the update over the
+// ranks.
+TEST(LayoutSearch, TheUpdateCostsEachRankTheParametersItUpdates) {
+  MachineCost m;
+  m.gflops = 100;  // link: alpha = beta = 0
+  m.update_s_per_param = 1e-9;
+  const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
+  const auto all = search_layouts(kGpt, buckets, 2, 1e9, m, nullptr);
+  const double products_s = 16 * 1e9 / 2 / 100e9;
+  // Each layout's update: the elements its largest rank keeps optimizer
+  // state for (AdamW: two per parameter), at 1 ns each.
+  auto updated = [&](const std::string& name,
+                     const std::vector<std::string>& layout) {
+    std::vector<std::string> l = buckets;
+    l.insert(l.end(), layout.begin(), layout.end());
+    const Config cfg = load_config(kGpt, l);
+    int64_t most = 0;
+    for (int r = 0; r < 2; ++r) {
+      const int pr = cfg.parallel.pp > 1 ? r : 0;
+      const int sr = cfg.parallel.pp > 1 ? 0 : r;
+      most = std::max(most, rank_memory(cfg, pr, sr).optimizer / 2);
+    }
+    const LayoutCost& c = find(all, name);
+    EXPECT_NEAR(c.update_s, most * 1e-9, 1e-15) << name;
+    return c;
+  };
+  const LayoutCost dp = updated("dp=2", {"parallel.dp=2"});
+  const LayoutCost z1 = updated("dp=2 zero=1", {"parallel.dp=2", "parallel.zero=1"});
+  const LayoutCost tp = updated("tp=2 (1d)", {"parallel.tp=2"});
+  const LayoutCost sp = updated("sp=2", {"parallel.sp=2"});
+  updated("pp=2 (microbatches=2)", {"parallel.pp=2", "parallel.microbatches=2"});
+  // Without ZeRO every parameter, once per rank.
+  const int64_t params = rank_memory(load_config(kGpt, {})).params;
+  EXPECT_NEAR(dp.update_s, params * 1e-9, 1e-15);
+  EXPECT_NEAR(sp.update_s, params * 1e-9, 1e-15);
+  // ZeRO and tensor parallelism: about half each (buckets and the
+  // replicated norms and biases keep it from exactly half).
+  EXPECT_LT(z1.update_s, 0.6 * dp.update_s);
+  EXPECT_LT(tp.update_s, 0.6 * dp.update_s);
+  // The step adds it to the products; on a free link nothing else.
+  EXPECT_NEAR(dp.compute_s, products_s + dp.update_s, 1e-12);
+  EXPECT_NEAR(dp.step_s, dp.compute_s, 1e-12);
+  EXPECT_NEAR(z1.step_s, products_s + z1.update_s, 1e-12);
+  EXPECT_LT(z1.step_s, dp.step_s);
+  EXPECT_LT(tp.step_s, dp.step_s);
+  // Without the rate the update counts nothing.
+  m.update_s_per_param = 0;
+  const auto none = search_layouts(kGpt, buckets, 2, 1e9, m, nullptr);
+  EXPECT_EQ(find(none, "dp=2").update_s, 0);
+  EXPECT_NEAR(find(none, "dp=2").step_s, products_s, 1e-12);
+}
+
+// Ranks of one host communicate through shared memory: their own cores
+// copy and sum, so the sync hides behind no backward.
+TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
+  MachineCost hidden, cores;
+  hidden.gflops = cores.gflops = 1;
+  hidden.link = cores.link = {1e-6, 1e-9};
+  cores.comm_on_cores = true;
+  const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
+  const auto h = search_layouts(kGpt, buckets, 4, 2e6, hidden, nullptr);
+  const auto c = search_layouts(kGpt, buckets, 4, 2e6, cores, nullptr);
+  ASSERT_EQ(h.size(), c.size());
+  int hid = 0;
+  for (const LayoutCost& x : c) {
+    EXPECT_NEAR(
+        x.step_s, x.compute_s + x.sync_comm_s + x.other_comm_s, 1e-12)
+        << x.name;
+    const LayoutCost& y = find(h, x.name);
+    EXPECT_DOUBLE_EQ(y.sync_comm_s, x.sync_comm_s) << x.name;
+    EXPECT_GE(x.step_s, y.step_s) << x.name;
+    if (x.step_s > y.step_s + 1e-9)
+      ++hid;
+  }
+  // Behind the backward most of a data-parallel sync was hidden.
+  EXPECT_GT(hid, 10);
+  const LayoutCost& dp = find(h, "dp=4");
+  EXPECT_LT(dp.step_s, dp.compute_s + dp.sync_comm_s - 1e-6);
+}
+
 }  // namespace
 }  // namespace ndt

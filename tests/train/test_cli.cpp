@@ -138,6 +138,21 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
        ++p)
     ++rows;
   EXPECT_EQ(rows, 3) << r.output;
+  // The update's rate: measured with the config's optimizer, or given;
+  // and the link's transfers on the ranks' cores.
+  EXPECT_NE(r.output.find(" adamw update "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" ns per parameter (measured here)"),
+            std::string::npos)
+      << r.output;
+  r = ndtrain(c + " --update-ns-per-param 2 --comm-on-cores");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("adamw update 2.000 ns per parameter "
+                    "(--update-ns-per-param)"),
+      std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" GB/s on the ranks' cores; "), std::string::npos)
+      << r.output;
   r = ndtrain(c + " --memory-mib 0.01");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(

@@ -35,6 +35,7 @@ constexpr FaultName kFaultNames[] = {
     {Fault::kSpSkipGradReduce, "sp_skip_grad_reduce"},
     {Fault::kSpLocalPositions, "sp_local_positions"},
     {Fault::kZeroSkipBroadcast, "zero_skip_broadcast"},
+    {Fault::kZeroDeferNoWait, "zero_defer_no_wait"},
     {Fault::kZero2StaleSlot, "zero2_stale_slot"},
     {Fault::kZero3StaleValues, "zero3_stale_values"},
     {Fault::kZero3SkipLayerGather, "zero3_skip_layer_gather"},

@@ -44,6 +44,10 @@
 //                        uses each rank's local positions 0..T/sp-1
 //   zero_skip_broadcast  ZeRO stage 1: the owners of the gradient buckets
 //                        update their parameters but never broadcast them
+//   zero_defer_no_wait   ZeRO stages 1 and 2 with deferred broadcasts: the
+//                        forward does not wait for a layer's broadcasts
+//                        (the wait at the end of backward still runs), so
+//                        layers read values from before the update
 //   zero2_stale_slot     ZeRO stage 2: a shared gradient slot is not zeroed
 //                        when its next bucket starts (that bucket's
 //                        gradients add to the previous one's)
@@ -77,6 +81,7 @@ enum class Fault {
   kSpSkipGradReduce,
   kSpLocalPositions,
   kZeroSkipBroadcast,
+  kZeroDeferNoWait,
   kZero2StaleSlot,
   kZero3StaleValues,
   kZero3SkipLayerGather,

@@ -225,6 +225,7 @@ constexpr Key kKeys[] = {
     {"parallel.dp_mode", field<&ParallelConfig::dp_mode>},
     {"parallel.bucket_mb", field<&ParallelConfig::bucket_mb>, above(0)},
     {"parallel.zero", field<&ParallelConfig::zero>, in_closed(0, 3)},
+    {"parallel.defer_broadcast", field<&ParallelConfig::defer_broadcast>},
     {"parallel.pp", field<&ParallelConfig::pp>, at_least(1)},
     {"parallel.pp_chunks", field<&ParallelConfig::pp_chunks>, at_least(1)},
     {"parallel.pp_split", field<&ParallelConfig::pp_split>, at_least(1)},

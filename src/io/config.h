@@ -266,6 +266,11 @@ struct ParallelConfig {
                  // reduced every micro-batch) | 3 (stage 3: also its
                  // parameter values, gathered before each module's
                  // forward and backward)
+  bool defer_broadcast = true;  // parallel.defer_broadcast: ZeRO stages 1
+                                // and 2 broadcast the updated values
+                                // during the next forward, each layer
+                                // waiting for its own (false: at the end
+                                // of the step)
   // Pipeline (world = dp x pp; ranks of one pipeline are consecutive):
   int pp = 1;         // parallel.pp >= 1: pipeline stages (ranks per pipeline)
   int pp_chunks = 1;  // parallel.pp_chunks >= 1: model chunks per pipeline

@@ -105,6 +105,14 @@ DistributedDataParallel::DistributedDataParallel(
     for (size_t b = 0; b < buckets_.size(); ++b)
       starts_in_[spans[b].first].push_back(static_cast<int>(b));
   }
+  if (shard_ && zero_ <= 2) {
+    buckets_of_unit_.resize(units_.total());
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      for (int u = spans[b].last; u <= spans[b].first; ++u)
+        buckets_of_unit_[u].push_back(static_cast<int>(b));
+    }
+    broadcast_work_.resize(buckets_.size());
+  }
   if (sliced && zero_ == 3) {
     const Slots vs = assign_value_slots(buckets_, spans, owner_, group_.rank());
     value_slot_of_ = vs.slot_of;
@@ -194,6 +202,8 @@ void DistributedDataParallel::attach(Model& model) {
     model.on_forward_begin = [this](int m) {
       gather_values(units_.first[m], true);
     };
+  } else if (!broadcast_work_.empty()) {
+    model.on_forward_begin = [this](int m) { settle_unit(units_.first[m]); };
   }
   if (units_.per_layer) {
     model.on_layer_begin = [this](int m, int layer, bool forward) {
@@ -268,13 +278,35 @@ void DistributedDataParallel::broadcast_parameters() {
   }
   if (NDT_FAULT(kZeroSkipBroadcast))
     return;
-  std::vector<std::unique_ptr<Work>> work;
-  for (size_t b = 0; b < values_.size(); ++b) {
-    work.push_back(group_.broadcast_async(
-        values_[b].data(), values_[b].numel(), owner_[b]));
+  settle_broadcasts();
+  // Forward order: the input layer's buckets (the last in backward order)
+  // are the first the next forward reads.
+  for (int b = static_cast<int>(values_.size()) - 1; b >= 0; --b) {
+    broadcast_work_[b] = group_.broadcast_async(
+        values_[b].data(), values_[b].numel(), owner_[b]);
   }
-  for (auto& w : work)
-    w->wait();
+  if (!defer_)
+    settle_broadcasts();
+}
+
+void DistributedDataParallel::settle_broadcasts() {
+  for (auto& w : broadcast_work_)
+    settle(w);
+}
+
+void DistributedDataParallel::settle_unit(int unit) {
+  if (NDT_FAULT(kZeroDeferNoWait))
+    return;
+  const double t0 = now_s();
+  bool waited = false;
+  for (int b : buckets_of_unit_[unit]) {
+    if (broadcast_work_[b]) {
+      settle(broadcast_work_[b]);
+      waited = true;
+    }
+  }
+  if (waited)
+    exposed_s_ += now_s() - t0;
 }
 
 void DistributedDataParallel::values_written() {
@@ -352,9 +384,11 @@ void DistributedDataParallel::on_layer_begin(int m, int layer, bool forward) {
   const int u = units_.unit(m, layer);
   const bool gather = gathers_ && !NDT_FAULT(kZero3SkipLayerGather);
   if (forward) {
-    // The module's first unit: on_forward_begin gathered it.
+    // The module's first unit: on_forward_begin gathered (or settled) it.
     if (gather && u != units_.first[m])
       gather_values(u, true);
+    else if (!broadcast_work_.empty() && u != units_.first[m])
+      settle_unit(u);
     return;
   }
   // The module's last unit: on_backward_begin readied it.
@@ -425,14 +459,21 @@ void DistributedDataParallel::on_unit_done(int unit) {
 }
 
 void DistributedDataParallel::progress() {
-  // One test of the first unfinished bucket advances every operation.
+  // One test of the first unfinished operation advances every one.
   for (auto& w : work_) {
     if (w && !w->test())
-      break;
+      return;
+  }
+  for (auto& w : broadcast_work_) {
+    if (w && !w->test())
+      return;
   }
 }
 
 void DistributedDataParallel::finish() {
+  // A deferred broadcast the forward did not wait for (a module that read
+  // none of its parameters) ends before the update rewrites its values.
+  settle_broadcasts();
   if (group_.size() > 1 && sync_) {
     check_all_launched();
     double t0 = now_s();

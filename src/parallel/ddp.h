@@ -19,6 +19,13 @@
 // (owned_parameters()); broadcast_parameters() then sends each bucket's
 // new values from its owner to every rank. Per rank this moves as much
 // data as the all-reduce, and the update's work and state are split.
+// With defer_broadcasts(true) those broadcasts run during the next
+// forward instead of at the end of the step: they start in forward order
+// (the input layer's buckets first), the forward polls them between its
+// layers, and a layer waits only for the buckets holding its own
+// parameters (the Model's on_forward_begin and on_layer_begin hooks);
+// settle_broadcasts() waits for every one, for whoever reads the values
+// outside a forward (evaluation, checkpoints, comparisons).
 //
 // ZeRO stage 2 (zero = 2) also shards the gradients: a rank keeps memory
 // only for the buckets it owns; the others' gradients live in a few
@@ -125,9 +132,21 @@ class DistributedDataParallel final : public GradSync {
   std::vector<Parameter*> owned_parameters() const;
   // ZeRO stages 1 and 2: every bucket's parameter values from its owner
   // to all ranks (after the owners' update); collective over the group.
-  // Stage 3: only records that the slots hold old values (the next
-  // forward gathers). Nothing without sharding.
+  // Waits for them unless deferred (defer_broadcasts). Stage 3: only
+  // records that the slots hold old values (the next forward gathers).
+  // Nothing without sharding.
   void broadcast_parameters();
+  // ZeRO stages 1 and 2: leave broadcast_parameters()' broadcasts in
+  // flight for the next forward to wait for layer by layer (default:
+  // waited for at once).
+  void defer_broadcasts(bool on) {
+    defer_ = on;
+  }
+  // Waits for every broadcast of updated values still in flight; after it
+  // every parameter holds its current value. Collective only in that its
+  // broadcasts need the other ranks' progress (any wait of theirs gives
+  // it).
+  void settle_broadcasts();
   // The parameters were written outside a step (a checkpoint loaded):
   // under stage 3 the slots no longer hold current values. Local.
   void values_written();
@@ -149,6 +168,9 @@ class DistributedDataParallel final : public GradSync {
   void check_all_launched() const;
   // ZeRO stage 3: the parameters gather unit u reads, before it runs.
   void gather_values(int unit, bool forward);
+  // ZeRO stages 1 and 2, deferred broadcasts: waits for those of the
+  // buckets holding unit u's parameters.
+  void settle_unit(int unit);
   // Model::on_layer_begin.
   void on_layer_begin(int m, int layer, bool forward);
   // Before unit u's backward: stage 3 gathers its values (with `gather`),
@@ -187,6 +209,11 @@ class DistributedDataParallel final : public GradSync {
   std::unique_ptr<ParamGathers> gathers_;
   std::vector<std::unique_ptr<Work>> gather_work_;
   std::vector<int> value_slot_user_;
+  // ZeRO stages 1 and 2: each unit's buckets and the deferred broadcasts
+  // still in flight, per bucket.
+  std::vector<std::vector<int>> buckets_of_unit_;
+  std::vector<std::unique_ptr<Work>> broadcast_work_;
+  bool defer_ = false;
   // Per parameter (backward order): sum and sum of squares of its initial
   // values, for check_replicas_identical().
   std::vector<double> initial_sums_;

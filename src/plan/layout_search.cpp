@@ -214,8 +214,9 @@ LayoutCost layout_cost(
       for (const auto& [group, v] : s.groups)
         all_s += comm_seconds(v, group_ranks(group, config), m.link);
       // The sync: stages 1 and 2 broadcast the updated values after the
-      // step's compute; the rest overlaps the window but for the last
-      // bucket's reduce, which starts when backward ends.
+      // step's compute, into the next step's first forward when deferred
+      // (parallel.defer_broadcast); the rest overlaps the window but for
+      // the last bucket's reduce, which starts when backward ends.
       CommVolume overlapped = s.grad_sync, after;
       if (p.zero == 1 || p.zero == 2) {
         after[OpType::kBroadcast] = overlapped[OpType::kBroadcast];
@@ -233,11 +234,15 @@ LayoutCost layout_cost(
           p.zero == 0 ? OpType::kAllReduce : OpType::kReduce,
           1,
           static_cast<int64_t>(bytes / kFp32Bytes));
+      const double forward_window =
+          m.comm_on_cores || !p.defer_broadcast
+              ? 0
+              : busy_s / 3 / std::max(p.microbatches, 1);
       const double exposed =
           std::max(
               comm_seconds(tail, sync_ranks, m.link),
               comm_seconds(overlapped, sync_ranks, m.link) - window) +
-          comm_seconds(after, sync_ranks, m.link);
+          std::max(0.0, comm_seconds(after, sync_ranks, m.link) - forward_window);
       const double step = products_s + update_s + other_s + exposed;
       if (step > c.step_s) {
         c.step_s = step;

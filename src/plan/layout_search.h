@@ -40,7 +40,9 @@
 //              stage 2 every micro-batch's; stage 3 the whole compute)
 //              and counts beyond it, and at least one bucket's reduce (it
 //              starts when backward ends); stages 1 and 2 broadcast the
-//              updated values after the compute, in full.
+//              updated values after the compute, in full, or with
+//              parallel.defer_broadcast beyond the next step's first
+//              forward (a third of a micro-batch's compute).
 //              Every other volume (tensor, sequence and pipeline groups,
 //              norms, the loss) counts in full. With comm_on_cores (ranks
 //              of one host: shared memory, where every transfer is a copy,

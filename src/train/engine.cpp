@@ -131,6 +131,7 @@ Engine::Engine(const Config& config, DataSource& data, Mesh& mesh)
         static_cast<int64_t>(p.bucket_mb * (1 << 20)),
         p.zero,
         p.recompute == Recompute::kNone);
+    ddp_->defer_broadcasts(p.defer_broadcast);
   }
   const int n_replicas = threads_ ? dp_ : 1;
   for (int r = 0; r < n_replicas; ++r) {
@@ -350,8 +351,6 @@ void Engine::optimizer_step() {
     result_.grad_norm =
         grad_norm_from_squares(params, grad_squares_, sum_axes_, sum_stages);
   }
-  if (sharded)
-    ddp_->broadcast_parameters();
   result_.update_s = tracer_.now() - t0;
   if (threads_)  // otherwise the executor records its kOptimizerStep
     tracer_.add({Op::kOptimizerStep, -1, -1, -1, step_, t0, tracer_.now()});
@@ -423,6 +422,11 @@ StepResult Engine::step(int64_t step) {
         ", loss reduction after the step's schedule: " + e.what());
   }
   result_.loss = v[0] / v[1];
+  // ZeRO: the owners' new values to every rank, after the loss reduction
+  // so that its wait does not finish broadcasts deferred into the next
+  // forward (stage 3: the slots marked old).
+  if (ddp_ && ddp_->shards_optimizer())
+    ddp_->broadcast_parameters();
   return result_;
 }
 
@@ -437,7 +441,15 @@ void Engine::sum_loss_stats(double* v, int64_t n) {
     mesh_.group("sp").all_reduce(v, n);
 }
 
+Model& Engine::model() {
+  if (ddp_)
+    ddp_->settle_broadcasts();
+  return *replicas_[0];
+}
+
 EvalResult Engine::evaluate(int64_t step) {
+  if (ddp_)
+    ddp_->settle_broadcasts();
   int64_t total = data_.eval_size();
   if (config_.train.eval_samples > 0) {
     total = std::min(total, config_.train.eval_samples);

@@ -57,8 +57,8 @@ struct StepResult {
   double loss = 0;  // mean over the global batch
   float lr = 0;
   double grad_norm = 0;  // before clipping
-  // Seconds in the optimizer step: clipping's norm, the update and, under
-  // ZeRO stages 1 and 2, the broadcast of the updated values.
+  // Seconds in the optimizer step: clipping's norm and the update (not
+  // ZeRO's broadcast of the updated values).
   double update_s = 0;
 };
 
@@ -100,10 +100,10 @@ class Engine {
     return *mode_;
   }
   // Replica 0's model (on a pipeline rank: only its chunks) and the
-  // optimizer that updates it.
-  Model& model() {
-    return *replicas_[0];
-  }
+  // optimizer that updates it. model() first waits for the broadcasts of
+  // updated values still in flight (ZeRO stages 1 and 2 with
+  // parallel.defer_broadcast), so that the values read are current.
+  Model& model();
   Mesh& mesh() {
     return mesh_;
   }

@@ -342,7 +342,6 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   // Under ZeRO a gradient is final on the rank that updates it
   // only: each rank compares those.
   const bool sharded = par.ddp() && par.ddp()->shards_optimizer();
-  const bool zero3 = par.ddp() && par.ddp()->zero_stage() == 3;
   par.on_grads_ready = [&] {
     if (sharded) {
       grad_sums =
@@ -379,9 +378,12 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     NDT_ASSERT(
         grad_sums.size() == m,
         "the layout's gradients were not seen before the optimizer step");
-    // Under ZeRO stage 3 a rank holds the values it updates only.
+    // Under ZeRO a rank compares the values it updates: under stage 3
+    // it holds no others, under stages 1 and 2 their broadcasts may still
+    // be on their way into the next forward (its loss and gradients show
+    // whether they arrive; the final comparison below reads them all).
     value_sums =
-        zero3 ? cmp.local(
+        sharded ? cmp.local(
                     values_of(ref.model()),
                     par.optimizer().parameters(),
                     false,

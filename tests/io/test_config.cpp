@@ -571,8 +571,9 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["data"].size(), 4u);
   EXPECT_EQ(j["train"].size(), 12u);
   EXPECT_EQ(j["optim"].size(), 21u);
-  EXPECT_EQ(j["parallel"].size(), 17u);
+  EXPECT_EQ(j["parallel"].size(), 18u);
   EXPECT_EQ(j["parallel"]["zero"], 0);
+  EXPECT_EQ(j["parallel"]["defer_broadcast"], true);
   EXPECT_EQ(j["comm"].size(), 1u);
   EXPECT_EQ(j["verify"].size(), 1u);
 

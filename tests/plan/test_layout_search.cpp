@@ -185,6 +185,46 @@ TEST(LayoutSearch, AccumulationShortensTheSyncsWindow) {
   EXPECT_GT(four2.sync_comm_s, 3 * one.sync_comm_s);
 }
 
+// ZeRO stages 1 and 2 broadcast the updated values after the step; with
+// parallel.defer_broadcast they run into the next step's first forward,
+// and only what outlasts it counts (nothing hides on the ranks' cores).
+TEST(LayoutSearch, DeferredBroadcastsHideBehindTheNextForward) {
+  MachineCost m;
+  m.gflops = 1;
+  m.link = {0, 5e-8};  // 20 MB/s
+  auto cost = [&](int zero, bool defer, bool cores) {
+    m.comm_on_cores = cores;
+    return layout_cost(
+        load_config(
+            kGpt,
+            {"parallel.dp=2",
+             "parallel.bucket_mb=0.01",
+             "parallel.zero=" + std::to_string(zero),
+             std::string("parallel.defer_broadcast=") +
+                 (defer ? "true" : "false")}),
+        2e6,  // 16 ms of compute per rank, 5.3 ms of it the forward
+        m);
+  };
+  for (int zero : {1, 2}) {
+    const LayoutCost now = cost(zero, false, false);
+    const LayoutCost deferred = cost(zero, true, false);
+    // Two ranks, no latency: the broadcast moves as many bytes as the
+    // reduce, half of the sync.
+    const double broadcast_s = now.sync_comm_s / 2;
+    ASSERT_GT(broadcast_s, 0.001) << zero;
+    EXPECT_NEAR(
+        now.step_s - deferred.step_s,
+        std::min(broadcast_s, 0.016 / 3),
+        1e-12)
+        << zero;
+    EXPECT_DOUBLE_EQ(
+        cost(zero, true, true).step_s, cost(zero, false, true).step_s)
+        << zero;
+  }
+  // Nothing to defer without ZeRO's broadcast.
+  EXPECT_DOUBLE_EQ(cost(0, true, false).step_s, cost(0, false, false).step_s);
+}
+
 TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
   MachineCost m;
   m.gflops = 100;

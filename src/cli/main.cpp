@@ -300,7 +300,7 @@ struct PlanArgs {
   int ranks = 0;
   double memory_mib = 0;  // 0: no limit
   int top = 10;
-  double gflops = 0;  // 0: measure sgemm here
+  double gflops = 0;               // 0: measure sgemm here
   double update_ns_per_param = 0;  // 0: measure the config's optimizer here
   // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
   double link_alpha_us = 2.0;
@@ -318,10 +318,9 @@ int cmd_plan(const PlanArgs& a) {
   ops::set_num_threads(threads);
   MachineCost m;
   m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
-  m.update_s_per_param =
-      a.update_ns_per_param > 0
-          ? a.update_ns_per_param * 1e-9
-          : measure_update_seconds_per_param(base.optim);
+  m.update_s_per_param = a.update_ns_per_param > 0
+                             ? a.update_ns_per_param * 1e-9
+                             : measure_update_seconds_per_param(base.optim);
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   m.comm_on_cores = a.comm_on_cores;
@@ -351,8 +350,7 @@ int cmd_plan(const PlanArgs& a) {
       a.gflops > 0 ? "--gflops" : "sgemm measured here",
       to_string(base.optim.name),
       m.update_s_per_param * 1e9,
-      a.update_ns_per_param > 0 ? "--update-ns-per-param"
-                                : "measured here",
+      a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
       a.link_alpha_us,
       a.link_gbps,
       a.comm_on_cores ? " on the ranks' cores" : "",

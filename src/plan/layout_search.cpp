@@ -194,7 +194,7 @@ LayoutCost layout_cost(
   // (the gathers).
   const double busy_s = products_s * busy;
   const double window = m.comm_on_cores ? 0
-                        : p.zero == 3  ? busy_s
+                        : p.zero == 3   ? busy_s
                         : p.zero == 2
                             ? 2.0 / 3.0 * busy_s
                             : 2.0 / 3.0 * busy_s / std::max(p.microbatches, 1);
@@ -205,10 +205,9 @@ LayoutCost layout_cost(
     for (int sr = 0; sr < std::max(sync_ranks, 1); ++sr) {
       const RankMemory mem = rank_memory(config, pr, sr);
       c.state_bytes = std::max(c.state_bytes, mem.bytes());
-      const double update_s =
-          double(mem.optimizer) /
-          optimizer_states_per_param(config.optim.name) *
-          m.update_s_per_param;
+      const double update_s = double(mem.optimizer) /
+                              optimizer_states_per_param(config.optim.name) *
+                              m.update_s_per_param;
       const StepComm s = step_comm(config, pr, sr);
       double all_s = 0;
       for (const auto& [group, v] : s.groups)
@@ -242,7 +241,8 @@ LayoutCost layout_cost(
           std::max(
               comm_seconds(tail, sync_ranks, m.link),
               comm_seconds(overlapped, sync_ranks, m.link) - window) +
-          std::max(0.0, comm_seconds(after, sync_ranks, m.link) - forward_window);
+          std::max(
+              0.0, comm_seconds(after, sync_ranks, m.link) - forward_window);
       const double step = products_s + update_s + other_s + exposed;
       if (step > c.step_s) {
         c.step_s = step;

@@ -21,9 +21,9 @@ double measure_update_seconds_per_param(const OptimConfig& optim) {
   for (int i = 0; i <= kSteps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     opt->step(optim.lr);
-    const double dt = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count();
+    const double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (i > 0)
       s.push_back(dt);
   }

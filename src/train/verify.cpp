@@ -380,16 +380,16 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
         "the layout's gradients were not seen before the optimizer step");
     // Under ZeRO a rank compares the values it updates: under stage 3
     // it holds no others, under stages 1 and 2 their broadcasts may still
-    // be on their way into the next forward (its loss and gradients show
-    // whether they arrive; the final comparison below reads them all).
+    // be on their way into the next forward (whose loss and gradients
+    // show whether they arrive).
     value_sums =
         sharded ? cmp.local(
-                    values_of(ref.model()),
-                    par.optimizer().parameters(),
-                    false,
-                    true)
-              : cmp.local(
-                    values_of(ref.model()), par.model().parameters(), false);
+                      values_of(ref.model()),
+                      par.optimizer().parameters(),
+                      false,
+                      true)
+                : cmp.local(
+                      values_of(ref.model()), par.model().parameters(), false);
     // One reduction per step: gradient sums, value sums, the floor, and
     // whether each side's loss and gradient norm are finite.
     std::vector<double> all = grad_sums;

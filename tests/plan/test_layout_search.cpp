@@ -213,9 +213,7 @@ TEST(LayoutSearch, DeferredBroadcastsHideBehindTheNextForward) {
     const double broadcast_s = now.sync_comm_s / 2;
     ASSERT_GT(broadcast_s, 0.001) << zero;
     EXPECT_NEAR(
-        now.step_s - deferred.step_s,
-        std::min(broadcast_s, 0.016 / 3),
-        1e-12)
+        now.step_s - deferred.step_s, std::min(broadcast_s, 0.016 / 3), 1e-12)
         << zero;
     EXPECT_DOUBLE_EQ(
         cost(zero, true, true).step_s, cost(zero, false, true).step_s)
@@ -290,10 +288,12 @@ TEST(LayoutSearch, TheUpdateCostsEachRankTheParametersItUpdates) {
     return c;
   };
   const LayoutCost dp = updated("dp=2", {"parallel.dp=2"});
-  const LayoutCost z1 = updated("dp=2 zero=1", {"parallel.dp=2", "parallel.zero=1"});
+  const LayoutCost z1 =
+      updated("dp=2 zero=1", {"parallel.dp=2", "parallel.zero=1"});
   const LayoutCost tp = updated("tp=2 (1d)", {"parallel.tp=2"});
   const LayoutCost sp = updated("sp=2", {"parallel.sp=2"});
-  updated("pp=2 (microbatches=2)", {"parallel.pp=2", "parallel.microbatches=2"});
+  updated(
+      "pp=2 (microbatches=2)", {"parallel.pp=2", "parallel.microbatches=2"});
   // Without ZeRO every parameter, once per rank.
   const int64_t params = rank_memory(load_config(kGpt, {})).params;
   EXPECT_NEAR(dp.update_s, params * 1e-9, 1e-15);
@@ -328,8 +328,7 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
   ASSERT_EQ(h.size(), c.size());
   int hid = 0;
   for (const LayoutCost& x : c) {
-    EXPECT_NEAR(
-        x.step_s, x.compute_s + x.sync_comm_s + x.other_comm_s, 1e-12)
+    EXPECT_NEAR(x.step_s, x.compute_s + x.sync_comm_s + x.other_comm_s, 1e-12)
         << x.name;
     const LayoutCost& y = find(h, x.name);
     EXPECT_DOUBLE_EQ(y.sync_comm_s, x.sync_comm_s) << x.name;

@@ -141,8 +141,8 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   // The update's rate: measured with the config's optimizer, or given;
   // and the link's transfers on the ranks' cores.
   EXPECT_NE(r.output.find(" adamw update "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(" ns per parameter (measured here)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(" ns per parameter (measured here)"), std::string::npos)
       << r.output;
   r = ndtrain(c + " --update-ns-per-param 2 --comm-on-cores");
   EXPECT_EQ(r.code, 0) << r.output;

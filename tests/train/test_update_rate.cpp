@@ -13,7 +13,10 @@ namespace {
 
 TEST(UpdateRate, EveryOptimizerTakesAPlausibleTimePerParameter) {
   for (OptimKind kind :
-       {OptimKind::kSgd, OptimKind::kAdamw, OptimKind::kLars, OptimKind::kLamb}) {
+       {OptimKind::kSgd,
+        OptimKind::kAdamw,
+        OptimKind::kLars,
+        OptimKind::kLamb}) {
     OptimConfig o;
     o.name = kind;
     const double s = measure_update_seconds_per_param(o);

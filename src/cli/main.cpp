@@ -45,6 +45,7 @@
 #include "tensor/memory.h"
 #include "train/factory.h"
 #include "train/peak.h"
+#include "train/ring_core_cost.h"
 #include "train/step_bench.h"
 #include "train/trainer.h"
 #include "train/update_rate.h"
@@ -321,6 +322,10 @@ int cmd_plan(const PlanArgs& a) {
   m.update_s_per_param = a.update_ns_per_param > 0
                              ? a.update_ns_per_param * 1e-9
                              : measure_update_seconds_per_param(base.optim);
+  // The ring core's extra, measured where some candidate would run it.
+  if (base.parallel.sp_attention == SpAttention::kRing && a.ranks > 1 &&
+      base.model.kind != ModelKind::kMlp)
+    m.ring_extra_s = measure_ring_core_extra_seconds(base.model);
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   m.comm_on_cores = a.comm_on_cores;
@@ -342,8 +347,9 @@ int cmd_plan(const PlanArgs& a) {
   };
   std::printf(
       "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
-      "%.3f ns per parameter (%s), link alpha %.2f us, %.3f GB/s%s; %zu "
-      "layouts accepted, %d rejected by the config's checks\n",
+      "%.3f ns per parameter (%s), ring attention core +%.3f ms per "
+      "sample and layer (measured here), link alpha %.2f us, %.3f GB/s%s; "
+      "%zu layouts accepted, %d rejected by the config's checks\n",
       to_string(base.model.kind),
       a.ranks,
       m.gflops,
@@ -351,6 +357,7 @@ int cmd_plan(const PlanArgs& a) {
       to_string(base.optim.name),
       m.update_s_per_param * 1e9,
       a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
+      m.ring_extra_s * 1e3,
       a.link_alpha_us,
       a.link_gbps,
       a.comm_on_cores ? " on the ranks' cores" : "",

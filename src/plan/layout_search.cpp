@@ -187,7 +187,17 @@ LayoutCost layout_cost(
     c.bubble = r.bubble;
     busy = 1 - r.bubble;
   }
-  const double products_s = flops / ranks / (m.gflops * 1e9) / busy;
+  double products_s = flops / ranks / (m.gflops * 1e9) / busy;
+  if (p.sp > 1 && p.sp_attention == SpAttention::kRing) {
+    // Each rank's share of the ring core's work: its stage's layers, its
+    // samples (the mode's block of the replica's), its heads, 1/sp of the
+    // sequence.
+    const auto mode = make_tensor_parallel_mode(config);
+    const double samples = static_cast<double>(config.train.batch_size) / p.dp /
+                           mode->sample_blocks();
+    products_s += m.ring_extra_s * config.model.depth / p.pp * samples /
+                  (p.sp * mode->head_split()) / busy;
+  }
   // The gradient sync overlaps backward (two thirds of the compute): the
   // step's last micro-batch's only, but under stages 2 and 3 every
   // micro-batch's (each reduces), and under stage 3 also the forwards

@@ -28,6 +28,10 @@
 //              rank's share of the batch, so data parallelism without
 //              ZeRO (and sequence parallelism) pays it whole on every
 //              rank, while tensor parallelism, pipelines and ZeRO split it;
+//              plus, under sequence parallelism's ring core, what its
+//              blockwise kernels cost beyond the serial core:
+//              ring_extra_s times the rank's attention layers and samples
+//              per step, over sp and the mode's head split;
 //   comm     = every group's step_comm volume at the link's alpha-beta
 //              cost: all-reduce 2 (P-1) alpha + 2 (P-1)/P bytes beta per
 //              call; reduce-scatter, all-gather and all-to-all (P-1) alpha
@@ -52,8 +56,8 @@
 // is the layout's step. Not modelled: smaller products running slower
 // under tensor parallelism, the work 1D tensor parallelism repeats on
 // every rank outside its sequence-split regions (norms, residuals), the
-// sequence-parallel attention cores' own overhead, recompute's extra
-// forward, ranks contending for one host's memory bandwidth.
+// rsa and Ulysses cores' own overhead, recompute's extra forward, ranks
+// contending for one host's memory bandwidth.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +75,10 @@ struct MachineCost {
   // One rank's optimizer step per parameter it updates (the config's
   // optimizer); 0: not counted.
   double update_s_per_param = 0;
+  // Sequence parallelism's ring core beyond the serial attention core, per
+  // sample and attention layer over the whole sequence, forward and
+  // backward (train/ring_core_cost.h); 0: not counted.
+  double ring_extra_s = 0;
   LinkCost link;  // between any two ranks
   // The link's transfers run on the ranks' own cores (one host, shared
   // memory): communication hides no compute.

@@ -1,10 +1,7 @@
 #include "train/update_rate.h"
 
-#include <algorithm>
-#include <chrono>
-#include <vector>
-
 #include "train/factory.h"
+#include "train/median_seconds.h"
 
 namespace ndt {
 
@@ -17,18 +14,8 @@ double measure_update_seconds_per_param(const OptimConfig& optim) {
     g[i] = 1e-3f * static_cast<float>(i % 97) - 0.05f;
   const std::unique_ptr<Optimizer> opt = make_optimizer(optim, {&p});
   constexpr int kSteps = 5;
-  std::vector<double> s;
-  for (int i = 0; i <= kSteps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    opt->step(optim.lr);
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    if (i > 0)
-      s.push_back(dt);
-  }
-  std::sort(s.begin(), s.end());
-  return s[s.size() / 2] / static_cast<double>(kUpdateRateElements);
+  return median_seconds(kSteps, [&] { opt->step(optim.lr); }) /
+         static_cast<double>(kUpdateRateElements);
 }
 
 }  // namespace ndt

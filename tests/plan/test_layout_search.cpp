@@ -223,6 +223,39 @@ TEST(LayoutSearch, DeferredBroadcastsHideBehindTheNextForward) {
   EXPECT_DOUBLE_EQ(cost(0, true, false).step_s, cost(0, false, false).step_s);
 }
 
+// Sequence parallelism's ring core costs each rank its share of the
+// measured extra: its layers and samples, 1/sp of the sequence, its heads.
+TEST(LayoutSearch, TheRingCoreAddsItsExtraToEachRanksCompute) {
+  MachineCost m;
+  m.gflops = 100;  // link: alpha = beta = 0
+  const auto plain = search_layouts(kGpt, {}, 4, 1e9, m, nullptr);
+  m.ring_extra_s = 1e-3;
+  const auto ring = search_layouts(kGpt, {}, 4, 1e9, m, nullptr);
+  const auto ulysses = search_layouts(
+      kGpt, {"parallel.sp_attention=ulysses"}, 4, 1e9, m, nullptr);
+  auto extra = [&](const std::vector<LayoutCost>& v, const std::string& n) {
+    return find(v, n).compute_s - find(plain, n).compute_s;
+  };
+  // The verify GPT: 2 blocks, 16 samples.
+  EXPECT_NEAR(extra(ring, "sp=4"), 1e-3 * 2 * 16 / 4, 1e-12);
+  EXPECT_NEAR(extra(ring, "dp=2 sp=2"), 1e-3 * 2 * 8 / 2, 1e-12);
+  // 1D splits the heads over tp.
+  EXPECT_NEAR(extra(ring, "tp=2 (1d) sp=2"), 1e-3 * 2 * 16 / (2 * 2), 1e-12);
+  EXPECT_NEAR(
+      find(ring, "sp=4").step_s - find(plain, "sp=4").step_s,
+      extra(ring, "sp=4"),
+      1e-12);
+  // Other layouts and the other cores: nothing.
+  EXPECT_EQ(extra(ring, "dp=4"), 0);
+  EXPECT_EQ(extra(ring, "tp=4 (2d)"), 0);
+  m.ring_extra_s = 0;
+  const auto ulysses0 = search_layouts(
+      kGpt, {"parallel.sp_attention=ulysses"}, 4, 1e9, m, nullptr);
+  EXPECT_EQ(
+      find(ulysses, "dp=2 sp=2").compute_s,
+      find(ulysses0, "dp=2 sp=2").compute_s);
+}
+
 TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
   MachineCost m;
   m.gflops = 100;

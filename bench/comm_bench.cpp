@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/median.h"
 #include "comm/mpi_process_group.h"
 #include "plan/link_cost.h"
 
@@ -97,12 +98,6 @@ std::string human(int64_t bytes) {
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,7 +165,7 @@ int main(int argc, char** argv) {
           (ndt_turn ? t_ndt : t_mpi).push_back(slowest);
       }
     }
-    double tn = median(t_ndt), tm = median(t_mpi);
+    double tn = ndt::median(t_ndt), tm = ndt::median(t_mpi);
     double ratio = tm / tn;
     sizes.push_back(bytes);
     ndt_s.push_back(tn);

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/median.h"
 #include "comm/comm_timer.h"
 #include "comm/mpi_process_group.h"
 #include "nn/model.h"
@@ -428,12 +429,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // Median step time and time in collectives of the whole GPT, per mode.

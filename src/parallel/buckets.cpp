@@ -73,6 +73,16 @@ std::vector<ModuleSpan> bucket_spans(
   return out;
 }
 
+std::vector<std::vector<int>> buckets_of_units(
+    const std::vector<ModuleSpan>& spans, int num_units) {
+  std::vector<std::vector<int>> out(num_units);
+  for (size_t b = 0; b < spans.size(); ++b) {
+    for (int u = spans[b].last; u <= spans[b].first; ++u)
+      out.at(u).push_back(static_cast<int>(b));
+  }
+  return out;
+}
+
 Slots assign_slots(
     const std::vector<Bucket>& buckets,
     const std::vector<ModuleSpan>& spans,

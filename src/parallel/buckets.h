@@ -77,6 +77,11 @@ struct Slots {
 std::vector<ModuleSpan> bucket_spans(
     const std::vector<Bucket>& buckets, const std::vector<int>& module_of);
 
+// Per unit (module or gather unit) of `num_units`, the buckets whose span
+// covers it, in bucket order.
+std::vector<std::vector<int>> buckets_of_units(
+    const std::vector<ModuleSpan>& spans, int num_units);
+
 Slots assign_slots(
     const std::vector<Bucket>& buckets,
     const std::vector<ModuleSpan>& spans,

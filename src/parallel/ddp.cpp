@@ -106,11 +106,7 @@ DistributedDataParallel::DistributedDataParallel(
       starts_in_[spans[b].first].push_back(static_cast<int>(b));
   }
   if (shard_ && zero_ <= 2) {
-    buckets_of_unit_.resize(units_.total());
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      for (int u = spans[b].last; u <= spans[b].first; ++u)
-        buckets_of_unit_[u].push_back(static_cast<int>(b));
-    }
+    buckets_of_unit_ = buckets_of_units(spans, units_.total());
     broadcast_work_.resize(buckets_.size());
   }
   if (sliced && zero_ == 3) {
@@ -385,9 +381,11 @@ void DistributedDataParallel::on_layer_begin(int m, int layer, bool forward) {
   const bool gather = gathers_ && !NDT_FAULT(kZero3SkipLayerGather);
   if (forward) {
     // The module's first unit: on_forward_begin gathered (or settled) it.
-    if (gather && u != units_.first[m])
+    if (u == units_.first[m])
+      return;
+    if (gather)
       gather_values(u, true);
-    else if (!broadcast_work_.empty() && u != units_.first[m])
+    else if (!broadcast_work_.empty())
       settle_unit(u);
     return;
   }

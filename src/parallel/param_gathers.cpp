@@ -22,14 +22,14 @@ ParamGathers::ParamGathers(
     const std::vector<ModuleSpan>& spans,
     const std::vector<int>& slot_of,
     int num_units)
-    : spans_(spans), slot_of_(slot_of), of_unit_(num_units) {
+    : spans_(spans),
+      slot_of_(slot_of),
+      of_unit_(buckets_of_units(spans, num_units)) {
   NDT_ASSERT(spans.size() == slot_of.size(), "ParamGathers: sizes");
   int slots = 0;
   for (size_t b = 0; b < spans.size(); ++b) {
     NDT_ASSERT(slot_of[b] >= 0, "bucket ", b, " has no slot");
     slots = std::max(slots, slot_of[b] + 1);
-    for (int u = spans[b].last; u <= spans[b].first; ++u)
-      of_unit_.at(u).push_back(static_cast<int>(b));
   }
   holder_.assign(slots, -1);
 }

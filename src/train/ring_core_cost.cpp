@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
+#include "base/median.h"
 #include "comm/self_process_group.h"
 #include "nn/attention_core.h"
 #include "parallel/ring_attention.h"
 #include "tensor/rng.h"
-#include "train/median_seconds.h"
 
 namespace ndt {
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/median.h"
 #include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
@@ -10,15 +11,6 @@
 #include "train/trace_file.h"
 
 namespace ndt {
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 StepBenchResult run_step_bench(
     const Config& config, Mesh& mesh, int iters, int warmup) {

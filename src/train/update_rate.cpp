@@ -1,7 +1,7 @@
 #include "train/update_rate.h"
 
+#include "base/median.h"
 #include "train/factory.h"
-#include "train/median_seconds.h"
 
 namespace ndt {
 

@@ -8,7 +8,7 @@
 namespace ndt::detail {
 namespace {
 
-// On MpiGroupState::coll; collectives run one at a time.
+// On a lane's communicator, where collectives run one at a time.
 constexpr int kRingTag = 1;
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -23,10 +23,11 @@ class NbcOp final : public RoundOp {
  public:
   NbcOp(
       MpiGroupState& s,
+      MpiLane& lane,
       OpType type,
       int64_t chunks,
       std::function<void(int64_t, MPI_Request*)> post_fn)
-      : RoundOp(s, type), post_fn_(std::move(post_fn)) {
+      : RoundOp(s, lane, type), post_fn_(std::move(post_fn)) {
     set_rounds(chunks, 0);
   }
 
@@ -49,7 +50,7 @@ class P2pOp final : public MpiOp {
       int64_t count,
       int peer,
       int tag)
-      : MpiOp(s, type, peer, tag) {
+      : MpiOp(s, nullptr, type, peer, tag) {
     int64_t piece_elems =
         std::max<int64_t>(1, s.chunk_bytes / int64_t{sizeof(float)});
     int64_t parts = std::max<int64_t>(1, ceil_div(count, piece_elems));
@@ -146,7 +147,7 @@ void RoundOp::post_msgs(const RoundMsg* msgs, int n, MPI_Request* reqs) {
           mpi_type(m.type),
           m.peer,
           kRingTag,
-          s_.coll,
+          lane_->coll,
           &reqs[i]));
     } else {
       NDT_MPI_CHECK(MPI_Irecv(
@@ -155,7 +156,7 @@ void RoundOp::post_msgs(const RoundMsg* msgs, int n, MPI_Request* reqs) {
           mpi_type(m.type),
           m.peer,
           kRingTag,
-          s_.coll,
+          lane_->coll,
           &reqs[i]));
     }
   }
@@ -163,10 +164,11 @@ void RoundOp::post_msgs(const RoundMsg* msgs, int n, MPI_Request* reqs) {
 
 std::shared_ptr<MpiOp> make_nbc_op(
     MpiGroupState& s,
+    MpiLane& lane,
     OpType type,
     int64_t chunks,
     std::function<void(int64_t, MPI_Request*)> post) {
-  return std::make_shared<NbcOp>(s, type, chunks, std::move(post));
+  return std::make_shared<NbcOp>(s, lane, type, chunks, std::move(post));
 }
 
 std::shared_ptr<MpiOp> make_p2p_op(
@@ -179,8 +181,8 @@ std::shared_ptr<MpiOp> make_p2p_op(
   return std::make_shared<P2pOp>(s, type, buf, count, peer, tag);
 }
 
-RingGroup ring_group(MpiGroupState& s) {
-  return RingGroup{s.rank, s.size, s.chunk_bytes, &s};
+RingGroup ring_group(MpiGroupState& s, MpiLane& lane) {
+  return RingGroup{s.rank, s.size, s.chunk_bytes, &lane};
 }
 
 }  // namespace ndt::detail

@@ -4,12 +4,12 @@
 //                     started by post(k, &request), one chunk per round
 //   make_schedule_op  one of our round schedules (ring_algorithms.h),
 //                     held inline by a ScheduleOp, over MPI_Irecv /
-//                     MPI_Isend on the group's collective communicator
+//                     MPI_Isend on the communicator of its lane
 //   make_p2p_op       send or recv: every piece of at most chunk_bytes
 //                     posted at once on the point-to-point communicator
 //
 // Collective ops run up to RoundSchedule::kMaxDepth rounds in flight and
-// only while at the front of their group's queue (mpi_progress.h).
+// only while at the front of their lane's queue (mpi_progress.h).
 // Internal to the backend: includes <mpi.h>.
 #pragma once
 
@@ -25,16 +25,17 @@
 
 namespace ndt::detail {
 
-// The RingGroup a schedule of group s sees: its rank, size, chunk_bytes
-// and scratch.
-RingGroup ring_group(MpiGroupState& s);
+// The RingGroup a schedule of group s on `lane` sees: the group's rank,
+// size and chunk_bytes, the lane's scratch.
+RingGroup ring_group(MpiGroupState& s, MpiLane& lane);
 
 // A sequence of rounds, each a few nonblocking MPI requests posted
 // together. Up to kDepth rounds are in flight; round k may start only after
 // round k - lag has finished (lag 0: no dependency).
 class RoundOp : public MpiOp {
  public:
-  RoundOp(MpiGroupState& s, OpType type) : MpiOp(s, type) {}
+  RoundOp(MpiGroupState& s, MpiLane& lane, OpType type)
+      : MpiOp(s, &lane, type) {}
 
   bool advance() override;
 
@@ -52,7 +53,7 @@ class RoundOp : public MpiOp {
   // Round k's requests have completed.
   virtual void finish(int64_t /*k*/) {}
 
-  // Posts msgs[0..n) on the group's collective communicator into reqs.
+  // Posts msgs[0..n) on the lane's communicator into reqs.
   void post_msgs(const RoundMsg* msgs, int n, MPI_Request* reqs);
 
  private:
@@ -69,8 +70,8 @@ template <typename S>
 class ScheduleOp final : public RoundOp {
  public:
   template <typename... Args>
-  ScheduleOp(MpiGroupState& s, OpType type, Args&&... args)
-      : RoundOp(s, type), schedule_(std::forward<Args>(args)...) {
+  ScheduleOp(MpiGroupState& s, MpiLane& lane, OpType type, Args&&... args)
+      : RoundOp(s, lane, type), schedule_(std::forward<Args>(args)...) {
     set_rounds(schedule_.rounds(), schedule_.lag());
   }
 
@@ -89,19 +90,21 @@ class ScheduleOp final : public RoundOp {
   S schedule_;
 };
 
+// post(k, request) starts chunk k on lane.coll.
 std::shared_ptr<MpiOp> make_nbc_op(
     MpiGroupState& s,
+    MpiLane& lane,
     OpType type,
     int64_t chunks,
     std::function<void(int64_t, MPI_Request*)> post);
 
-// Schedule S (ring_algorithms.h) for group s, constructed from
-// (ring_group(s), args...).
+// Schedule S (ring_algorithms.h) for group s on lane, constructed from
+// (ring_group(s, lane), args...).
 template <typename S, typename... Args>
 std::shared_ptr<MpiOp> make_schedule_op(
-    MpiGroupState& s, OpType type, Args&&... args) {
+    MpiGroupState& s, MpiLane& lane, OpType type, Args&&... args) {
   return std::make_shared<ScheduleOp<S>>(
-      s, type, ring_group(s), std::forward<Args>(args)...);
+      s, lane, type, ring_group(s, lane), std::forward<Args>(args)...);
 }
 
 // type kSend or kRecv; buf is only read for a send.

@@ -18,6 +18,7 @@ namespace ndt {
 namespace {
 
 using detail::MpiGroupState;
+using detail::MpiLane;
 using detail::MpiOp;
 
 template <typename T>
@@ -53,23 +54,25 @@ int chunk_len(int64_t count, int64_t k, int64_t chunks) {
 template <typename T>
 std::shared_ptr<MpiOp> make_all_reduce(
     MpiGroupState& s, T* buf, int64_t count, ReduceOp op) {
+  MpiLane& lane = s.first_lane();
   if (count * int64_t{sizeof(T)} >= s.ring_min_bytes) {
     return detail::make_schedule_op<detail::RingAllReduce<T>>(
-        s, OpType::kAllReduce, buf, count, op);
+        s, lane, OpType::kAllReduce, buf, count, op);
   }
   int64_t chunks = chunks_of(s, count, sizeof(T));
   return detail::make_nbc_op(
       s,
+      lane,
       OpType::kAllReduce,
       chunks,
-      [&s, buf, count, chunks, op](int64_t k, MPI_Request* req) {
+      [coll = lane.coll, buf, count, chunks, op](int64_t k, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Iallreduce(
             MPI_IN_PLACE,
             buf + chunk_lo(count, k, chunks),
             chunk_len(count, k, chunks),
             mpi_type<T>(),
             mpi_op(op),
-            s.coll,
+            coll,
             req));
       });
 }
@@ -149,14 +152,19 @@ std::unique_ptr<Work> MpiProcessGroup::do_reduce_scatter_async(
     return std::make_unique<CompletedWork>();
   }
   MpiGroupState& s = *state_;
+  MpiLane& lane = s.first_lane();
   if (bytes * size() >= s.ring_min_bytes || bytes * size() > s.chunk_bytes) {
     return submit(detail::make_schedule_op<detail::RingReduceScatter>(
-        s, kOp, in, out, count));
+        s, lane, kOp, in, out, count));
   }
   return submit(detail::make_nbc_op(
-      s, kOp, 1, [&s, in, out, count](int64_t, MPI_Request* req) {
+      s,
+      lane,
+      kOp,
+      1,
+      [coll = lane.coll, in, out, count](int64_t, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Ireduce_scatter_block(
-            in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, s.coll, req));
+            in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, coll, req));
       }));
 }
 
@@ -170,13 +178,18 @@ std::unique_ptr<Work> MpiProcessGroup::do_all_gather_async(
     return std::make_unique<CompletedWork>();
   }
   MpiGroupState& s = *state_;
+  MpiLane& lane = s.first_lane();
   if (bytes * size() >= s.ring_min_bytes || bytes * size() > s.chunk_bytes) {
     return submit(detail::make_schedule_op<detail::RingAllGather>(
-        s, kOp, in, out, count));
+        s, lane, kOp, in, out, count));
   }
   const bool in_place = in == out + rank() * count;
   return submit(detail::make_nbc_op(
-      s, kOp, 1, [&s, in, out, count, in_place](int64_t, MPI_Request* req) {
+      s,
+      lane,
+      kOp,
+      1,
+      [coll = lane.coll, in, out, count, in_place](int64_t, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Iallgather(
             in_place ? MPI_IN_PLACE : in,
             static_cast<int>(count),
@@ -184,7 +197,7 @@ std::unique_ptr<Work> MpiProcessGroup::do_all_gather_async(
             out,
             static_cast<int>(count),
             MPI_FLOAT,
-            s.coll,
+            coll,
             req));
       }));
 }
@@ -194,22 +207,25 @@ std::unique_ptr<Work> MpiProcessGroup::do_broadcast_async(
   if (size() == 1)
     return std::make_unique<CompletedWork>();
   MpiGroupState& s = *state_;
+  MpiLane& lane = s.lane_of_root(root);
   if (count * int64_t{sizeof(float)} >= s.ring_min_bytes) {
     return submit(detail::make_schedule_op<detail::ChainBroadcast>(
-        s, OpType::kBroadcast, buf, count, root));
+        s, lane, OpType::kBroadcast, buf, count, root));
   }
   int64_t chunks = chunks_of(s, count, sizeof(float));
   return submit(detail::make_nbc_op(
       s,
+      lane,
       OpType::kBroadcast,
       chunks,
-      [&s, buf, count, chunks, root](int64_t k, MPI_Request* req) {
+      [coll = lane.coll, buf, count, chunks, root](
+          int64_t k, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Ibcast(
             buf + chunk_lo(count, k, chunks),
             chunk_len(count, k, chunks),
             MPI_FLOAT,
             root,
-            s.coll,
+            coll,
             req));
       }));
 }
@@ -222,17 +238,20 @@ std::unique_ptr<Work> MpiProcessGroup::do_reduce_async(
     return std::make_unique<CompletedWork>();
   }
   MpiGroupState& s = *state_;
+  MpiLane& lane = s.lane_of_root(root);
   if (count * int64_t{sizeof(float)} >= s.ring_min_bytes) {
     return submit(detail::make_schedule_op<detail::ChainReduce>(
-        s, OpType::kReduce, in, out, count, root));
+        s, lane, OpType::kReduce, in, out, count, root));
   }
   int64_t chunks = chunks_of(s, count, sizeof(float));
   const bool is_root = rank() == root;
   return submit(detail::make_nbc_op(
       s,
+      lane,
       OpType::kReduce,
       chunks,
-      [&s, in, out, count, chunks, root, is_root](int64_t k, MPI_Request* req) {
+      [coll = lane.coll, in, out, count, chunks, root, is_root](
+          int64_t k, MPI_Request* req) {
         const int64_t lo = chunk_lo(count, k, chunks);
         const void* send = is_root && in == out ? MPI_IN_PLACE : in + lo;
         NDT_MPI_CHECK(MPI_Ireduce(
@@ -242,7 +261,7 @@ std::unique_ptr<Work> MpiProcessGroup::do_reduce_async(
             MPI_FLOAT,
             MPI_SUM,
             root,
-            s.coll,
+            coll,
             req));
       }));
 }
@@ -256,12 +275,17 @@ std::unique_ptr<Work> MpiProcessGroup::do_all_to_all_async(
     return std::make_unique<CompletedWork>();
   }
   MpiGroupState& s = *state_;
+  MpiLane& lane = s.first_lane();
   if (bytes >= s.ring_min_bytes || bytes > s.chunk_bytes) {
     return submit(detail::make_schedule_op<detail::PairwiseAllToAll>(
-        s, kOp, in, out, count));
+        s, lane, kOp, in, out, count));
   }
   return submit(detail::make_nbc_op(
-      s, kOp, 1, [&s, in, out, count](int64_t, MPI_Request* req) {
+      s,
+      lane,
+      kOp,
+      1,
+      [coll = lane.coll, in, out, count](int64_t, MPI_Request* req) {
         NDT_MPI_CHECK(MPI_Ialltoall(
             in,
             static_cast<int>(count),
@@ -269,7 +293,7 @@ std::unique_ptr<Work> MpiProcessGroup::do_all_to_all_async(
             out,
             static_cast<int>(count),
             MPI_FLOAT,
-            s.coll,
+            coll,
             req));
       }));
 }
@@ -294,12 +318,14 @@ std::unique_ptr<Work> MpiProcessGroup::do_recv_async(
 
 void MpiProcessGroup::do_barrier() {
   MpiGroupState& s = *state_;
+  MpiLane& lane = s.first_lane();
   submit(detail::make_nbc_op(
              s,
+             lane,
              OpType::kBarrier,
              1,
-             [&s](int64_t, MPI_Request* req) {
-               NDT_MPI_CHECK(MPI_Ibarrier(s.coll, req));
+             [coll = lane.coll](int64_t, MPI_Request* req) {
+               NDT_MPI_CHECK(MPI_Ibarrier(coll, req));
              }))
       ->wait();
 }
@@ -315,8 +341,9 @@ std::unique_ptr<ProcessGroup> MpiProcessGroup::do_split(
       color);
   // Finish queued collectives first: a peer waiting on one of them needs
   // this rank's progress, which a blocking MPI_Comm_split would withhold.
-  if (!state_->queue.empty()) {
-    detail::MpiWork(state_, state_->queue.back(), timeout_s()).wait(0);
+  for (MpiLane& lane : state_->lanes) {
+    if (!lane.queue.empty())
+      detail::MpiWork(state_, lane.queue.back(), timeout_s()).wait(0);
   }
   MPI_Comm comm = MPI_COMM_NULL;
   NDT_MPI_CHECK(MPI_Comm_split(state_->comm, color, key, &comm));

@@ -17,14 +17,20 @@
 // compute, call one of them between compute steps (e.g. after each layer's
 // backward); otherwise the transfer mostly happens in the final wait().
 //
-// Collectives of one group run one after another in issue order (a FIFO
-// queue per group), so every rank issues the same MPI calls in the same
-// order however its test()/wait() calls interleave. Large buffers move in
+// A group has two lanes, each a communicator of its own with a FIFO queue
+// (MpiGroupState::kLanes): a broadcast or reduce runs on lane root % 2,
+// every other collective on lane 0. A lane's collectives run one after
+// another in issue order, so every rank issues the same MPI calls on each
+// communicator in the same order however its test()/wait() calls
+// interleave; the two lanes run at the same time, so the broadcasts (or
+// reduces) of two roots cross the link between them in both directions at
+// once. Completion order across lanes is not issue order: wait for each
+// Work you need. Large buffers move in
 // pieces of at most chunk_bytes() per message (OpenMPI slows sharply on
 // single messages >= 32 MiB): all_reduce, reduce_scatter, all_gather,
 // all_to_all, broadcast and reduce of at least ring_min_bytes() use our
 // own pipelined ring / pairwise exchange / chain over MPI_Isend/Irecv with
-// a persistent scratch (up to 2 * chunk_bytes() per group, MemTag::kComm,
+// a persistent scratch (up to 2 * chunk_bytes() per lane, MemTag::kComm,
 // grown on demand); smaller ones and barrier use MPI's nonblocking
 // collectives, chunked. (OpenMPI's own collectives malloc a temporary of the
 // message size per call; at >= 32 MiB glibc hands back fresh pages every time.)

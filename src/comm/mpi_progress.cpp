@@ -35,8 +35,10 @@ MpiGroupState::MpiGroupState(
       comm(owned),
       name(std::move(group_name)) {
   NDT_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-  NDT_MPI_CHECK(MPI_Comm_dup(comm, &coll));
-  NDT_MPI_CHECK(MPI_Comm_set_errhandler(coll, MPI_ERRORS_RETURN));
+  for (MpiLane& lane : lanes) {
+    NDT_MPI_CHECK(MPI_Comm_dup(comm, &lane.coll));
+    NDT_MPI_CHECK(MPI_Comm_set_errhandler(lane.coll, MPI_ERRORS_RETURN));
+  }
   NDT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   NDT_MPI_CHECK(MPI_Comm_size(comm, &size));
   NDT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
@@ -58,19 +60,20 @@ MpiGroupState::MpiGroupState(
 
 MpiGroupState::~MpiGroupState() {
   progress->remove(this);
+  if (MpiRuntime::active() && comm != MPI_COMM_NULL)
+    MPI_Comm_free(&comm);
+}
+
+MpiLane::~MpiLane() {
   // Scratch still used by an unfinished collective is leaked on purpose.
   if (scratch_ptr != nullptr && queue.empty()) {
     mem_free(scratch_ptr, scratch_bytes, MemTag::kComm);
   }
-  if (MpiRuntime::active()) {
-    if (coll != MPI_COMM_NULL)
-      MPI_Comm_free(&coll);
-    if (comm != MPI_COMM_NULL)
-      MPI_Comm_free(&comm);
-  }
+  if (MpiRuntime::active() && coll != MPI_COMM_NULL)
+    MPI_Comm_free(&coll);
 }
 
-void* MpiGroupState::get(size_t bytes) {
+void* MpiLane::get(size_t bytes) {
   if (scratch_bytes < bytes) {
     if (scratch_ptr != nullptr) {
       mem_free(scratch_ptr, scratch_bytes, MemTag::kComm);
@@ -108,13 +111,15 @@ void MpiProgress::progress_group(MpiGroupState& s) {
         ++i;
       }
     }
-    while (!s.queue.empty()) {
-      MpiOp& op = *s.queue.front();
-      if (!op.advance())
-        break;
-      op.done = true;
-      ++events_;
-      s.queue.pop_front();
+    for (MpiLane& lane : s.lanes) {
+      while (!lane.queue.empty()) {
+        MpiOp& op = *lane.queue.front();
+        if (!op.advance())
+          break;
+        op.done = true;
+        ++events_;
+        lane.queue.pop_front();
+      }
     }
   } catch (const std::exception& e) {
     if (s.broken.empty())
@@ -134,8 +139,9 @@ std::unique_ptr<Work> submit_collective(
     const std::shared_ptr<MpiGroupState>& s,
     std::shared_ptr<MpiOp> op,
     double timeout_s) {
-  s->queue.push_back(op);
-  s->progress->progress_group(*s);  // starts it now if the queue was idle
+  NDT_ASSERT(op->lane() != nullptr, "collective ", op->label(), " has no lane");
+  op->lane()->queue.push_back(op);
+  s->progress->progress_group(*s);  // starts it now if the lane was idle
   return std::make_unique<MpiWork>(s, std::move(op), timeout_s);
 }
 

@@ -2,8 +2,10 @@
 // progress] in mpi_process_group.h), internal to the backend:
 //
 //   MpiOp          one operation, advanced without blocking
-//   MpiGroupState  one group's communicators, collective queue, posted
-//                  send/recv, scratch and failure state
+//   MpiLane        one collective communicator of a group, with its queue
+//                  and scratch: its collectives run one after another
+//   MpiGroupState  one group's point-to-point communicator, collective
+//                  lanes, posted send/recv and failure state
 //   MpiProgress    the process-wide part, one per MpiRuntime: the live
 //                  groups (any progress call advances all of them) and the
 //                  count of completed rounds that MpiWork::wait() watches
@@ -16,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -30,12 +33,15 @@ namespace ndt::detail {
 
 class MpiProgress;
 struct MpiGroupState;
+struct MpiLane;
 
-// One operation of a group, advanced by progress calls.
+// One operation of a group, advanced by progress calls. A collective runs
+// on one lane of the group (null for send/recv).
 class MpiOp {
  public:
-  MpiOp(MpiGroupState& s, OpType type, int peer = -1, int tag = 0)
-      : s_(s), type_(type), peer_(peer), tag_(tag) {}
+  MpiOp(
+      MpiGroupState& s, MpiLane* lane, OpType type, int peer = -1, int tag = 0)
+      : s_(s), lane_(lane), type_(type), peer_(peer), tag_(tag) {}
   virtual ~MpiOp() = default;
   MpiOp(const MpiOp&) = delete;
   MpiOp& operator=(const MpiOp&) = delete;
@@ -58,10 +64,14 @@ class MpiOp {
   int tag() const {
     return tag_;
   }
+  MpiLane* lane() const {
+    return lane_;
+  }
   bool done = false;
 
  protected:
   MpiGroupState& s_;
+  MpiLane* const lane_;
 
  private:
   OpType type_;
@@ -69,9 +79,35 @@ class MpiOp {
   int tag_;
 };
 
-// Communicators, the collective queue and the scratch of one group.
+// One collective communicator of a group (a private matching space: a
+// duplicate of the group's), the queue of collectives issued on it and
+// their scratch. Collectives on one lane run one after another in issue
+// order; those of different lanes run at the same time.
+struct MpiLane final : ScratchSource {
+  MpiLane() = default;
+  ~MpiLane();
+  MpiLane(const MpiLane&) = delete;
+  MpiLane& operator=(const MpiLane&) = delete;
+
+  // At least `bytes` of persistent scratch (MemTag::kComm). Only the
+  // collective at the front of the queue uses it.
+  void* get(size_t bytes) override;
+
+  MPI_Comm coll = MPI_COMM_NULL;
+  std::deque<std::shared_ptr<MpiOp>> queue;  // front is running
+  void* scratch_ptr = nullptr;
+  size_t scratch_bytes = 0;
+};
+
+// Communicators, collective lanes and posted send/recv of one group.
 // Registers itself with `progress` for its lifetime.
-struct MpiGroupState final : ScratchSource {
+struct MpiGroupState final {
+  // Lanes per group: a broadcast or reduce runs on lane root % kLanes,
+  // every other collective on lane 0. So the broadcasts (or reduces) of
+  // two roots use both directions of the link between them at once
+  // (ZeRO's owners, ddp.h), while each root's keep their issue order.
+  static constexpr int kLanes = 2;
+
   // Takes ownership of `owned` (freed on destruction while MPI is active).
   MpiGroupState(
       std::shared_ptr<MpiProgress> progress,
@@ -81,13 +117,16 @@ struct MpiGroupState final : ScratchSource {
   MpiGroupState(const MpiGroupState&) = delete;
   MpiGroupState& operator=(const MpiGroupState&) = delete;
 
-  // At least `bytes` of persistent scratch (MemTag::kComm). Only the
-  // collective at the front of the queue uses it.
-  void* get(size_t bytes) override;
+  MpiLane& lane_of_root(int root) {
+    return lanes[static_cast<size_t>(root % kLanes)];
+  }
+  MpiLane& first_lane() {
+    return lanes[0];
+  }
 
   const std::shared_ptr<MpiProgress> progress;
   MPI_Comm comm = MPI_COMM_NULL;  // send/recv
-  MPI_Comm coll = MPI_COMM_NULL;  // collectives: a private matching space
+  std::array<MpiLane, kLanes> lanes;
   int rank = 0;
   int size = 1;
   int world_rank = 0;
@@ -95,11 +134,8 @@ struct MpiGroupState final : ScratchSource {
   std::vector<int> world_ranks;  // of each group rank
   int64_t chunk_bytes = 0;       // MpiProcessGroup's defaults, set by the
   int64_t ring_min_bytes = 0;    // constructor
-  std::deque<std::shared_ptr<MpiOp>> queue;  // front is running
-  std::vector<std::shared_ptr<MpiOp>> p2p;   // posted send/recv
+  std::vector<std::shared_ptr<MpiOp>> p2p;  // posted send/recv
   std::string broken;  // non-empty: the group failed; every call throws
-  void* scratch_ptr = nullptr;
-  size_t scratch_bytes = 0;
 };
 
 class MpiProgress {
@@ -115,8 +151,8 @@ class MpiProgress {
   void add(MpiGroupState* s);
   void remove(MpiGroupState* s);
 
-  // Advances group s: its posted send/recv, then its collective queue
-  // from the front. An exception marks the group broken and propagates.
+  // Advances group s: its posted send/recv, then each lane's collective
+  // queue from the front. An exception marks the group broken and propagates.
   void progress_group(MpiGroupState& s);
   // progress_group() on every live group that is not broken.
   void progress_all();
@@ -142,7 +178,7 @@ class MpiProgress {
   const bool oversubscribed_;
 };
 
-// Queues collective `op` on its group and starts it if the queue was idle.
+// Queues collective `op` on its lane and starts it if the lane was idle.
 std::unique_ptr<Work> submit_collective(
     const std::shared_ptr<MpiGroupState>& s,
     std::shared_ptr<MpiOp> op,

@@ -4,7 +4,9 @@
 // whatever order MPI adds in.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "mpi_env.h"
@@ -325,6 +327,56 @@ TEST(MpiCollectives, SmallChunksOnASubgroup) {
   auto rest = world.split(r == 0 ? 1 : 0, r, "rest");
   EXPECT_EQ(rest->size(), r == 0 ? 1 : world.size() - 1);
   check_every_op_with_small_chunks(dynamic_cast<MpiProcessGroup&>(*rest));
+}
+
+// Broadcasts and reduces of different roots run at the same time (two
+// lanes per group, Note [MPI progress]): on a pair of ranks, both start a
+// big broadcast from rank 0 (in 64 KiB pieces: it cannot finish without
+// rank 1's progress calls), then a small broadcast from, or reduce to,
+// rank 1, which sleeps before its next call. Rank 0's small operation
+// completes meanwhile; with one queue per group it would wait behind the
+// big one until rank 1 wakes.
+TEST(MpiCollectives, TwoRootsRunAtTheSameTime) {
+  ProcessGroup& world = test::mpi_world();
+  if (world.size() < 2)
+    GTEST_SKIP() << "needs 2 ranks";
+  const int r = world.rank();
+  auto pair = world.split(r < 2 ? 0 : 1, r, "pair");
+  if (r >= 2)
+    return;
+  dynamic_cast<MpiProcessGroup&>(*pair).set_chunk_bytes(64 << 10);
+  constexpr auto kSleep = std::chrono::milliseconds(1500);
+  for (bool reduce : {false, true}) {
+    std::vector<float> a(kBig), b(16), sum(16, -1.0f);
+    for (int64_t i = 0; i < kBig; ++i)
+      a[i] = fval(r, i);
+    for (int64_t i = 0; i < 16; ++i)
+      b[i] = fval(r, i);
+    auto wa = pair->broadcast_async(a.data(), kBig, 0);
+    auto wb = reduce ? pair->reduce_async(
+                           b.data(), r == 1 ? sum.data() : nullptr, 16, 1)
+                     : pair->broadcast_async(b.data(), 16, 1);
+    if (r == 1) {
+      std::this_thread::sleep_for(kSleep);
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      wb->wait();
+      const auto waited = std::chrono::steady_clock::now() - t0;
+      EXPECT_LT(waited, kSleep / 2) << (reduce ? "reduce" : "broadcast");
+      EXPECT_FALSE(wa->test()) << "the big broadcast finished without rank 1";
+    }
+    wb->wait();
+    wa->wait();
+    EXPECT_EQ(
+        first_mismatch(a, kBig, [](int64_t i) { return fval(0, i); }), -1);
+    if (!reduce) {
+      EXPECT_EQ(
+          first_mismatch(b, 16, [](int64_t i) { return fval(1, i); }), -1);
+    } else if (r == 1) {
+      EXPECT_EQ(
+          first_mismatch(sum, 16, [](int64_t i) { return fsum(2, i); }), -1);
+    }
+  }
 }
 
 TEST(MpiCollectives, BarrierAndSplit) {

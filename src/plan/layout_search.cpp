@@ -102,6 +102,16 @@ std::string describe(const Config& c) {
   return s.empty() ? "serial" : s;
 }
 
+// ZeRO's reduces and broadcasts on two ranks: the owners are balanced by
+// size and each root's operations run on a lane of their own
+// (mpi_process_group.h), so half the bytes cross the link each way at
+// once: they take the time of half the bytes.
+CommVolume both_ways(CommVolume v) {
+  for (OpType t : {OpType::kReduce, OpType::kBroadcast})
+    v[t].bytes /= 2;
+  return v;
+}
+
 }  // namespace
 
 double comm_seconds(const CommVolume& v, int ranks, const LinkCost& link) {
@@ -222,17 +232,20 @@ LayoutCost layout_cost(
       double all_s = 0;
       for (const auto& [group, v] : s.groups)
         all_s += comm_seconds(v, group_ranks(group, config), m.link);
+      const double other_s =
+          all_s - comm_seconds(s.grad_sync, sync_ranks, m.link);
+      const CommVolume sync =
+          sync_ranks == 2 && p.zero > 0 ? both_ways(s.grad_sync) : s.grad_sync;
       // The sync: stages 1 and 2 broadcast the updated values after the
       // step's compute, into the next step's first forward when deferred
       // (parallel.defer_broadcast); the rest overlaps the window but for
       // the last bucket's reduce, which starts when backward ends.
-      CommVolume overlapped = s.grad_sync, after;
+      CommVolume overlapped = sync, after;
       if (p.zero == 1 || p.zero == 2) {
         after[OpType::kBroadcast] = overlapped[OpType::kBroadcast];
         overlapped[OpType::kBroadcast] = OpVolume();
       }
-      const double sync_s = comm_seconds(s.grad_sync, sync_ranks, m.link);
-      const double other_s = all_s - sync_s;
+      const double sync_s = comm_seconds(sync, sync_ranks, m.link);
       CommVolume tail;
       const double bytes = std::min<double>(
           bucket_bytes,

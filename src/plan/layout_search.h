@@ -46,7 +46,11 @@
 //              starts when backward ends); stages 1 and 2 broadcast the
 //              updated values after the compute, in full, or with
 //              parallel.defer_broadcast beyond the next step's first
-//              forward (a third of a micro-batch's compute).
+//              forward (a third of a micro-batch's compute). On two
+//              ranks ZeRO's reduces and broadcasts count half their
+//              bytes: the owners, balanced by size, each use a lane of
+//              the group, so the two directions of the link carry half
+//              each at once.
 //              Every other volume (tensor, sequence and pipeline groups,
 //              norms, the loss) counts in full. With comm_on_cores (ranks
 //              of one host: shared memory, where every transfer is a copy,

@@ -180,9 +180,11 @@ TEST(LayoutSearch, AccumulationShortensTheSyncsWindow) {
       four.step_s,
       four.compute_s + four.other_comm_s + four.sync_comm_s - 0.016 * 2 / 3 / 4,
       1e-12);
-  // Stage 2 reduces every micro-batch: more volume, hidden behind all four
+  // Stage 2 reduces every micro-batch: four reduces and a broadcast of
+  // the buckets, at half their bytes each way (two ranks), against the
+  // all-reduce's bytes: 2.5 times the volume, hidden behind all four
   // backwards.
-  EXPECT_GT(four2.sync_comm_s, 3 * one.sync_comm_s);
+  EXPECT_NEAR(four2.sync_comm_s, 2.5 * one.sync_comm_s, 1e-12);
 }
 
 // ZeRO stages 1 and 2 broadcast the updated values after the step; with
@@ -221,6 +223,34 @@ TEST(LayoutSearch, DeferredBroadcastsHideBehindTheNextForward) {
   }
   // Nothing to defer without ZeRO's broadcast.
   EXPECT_DOUBLE_EQ(cost(0, true, false).step_s, cost(0, false, false).step_s);
+}
+
+// On two ranks ZeRO's reduces and broadcasts go both ways at once (one
+// lane per owner), so without latency stages 1 and 2 sync as fast as the
+// all-reduce (bytes beta); on four ranks each chain carries all the bytes
+// (2 bytes beta against the ring's 1.5).
+TEST(LayoutSearch, TwoOwnersUseBothDirectionsOfTheLink) {
+  MachineCost m;
+  m.gflops = 1;
+  m.link = {0, 5e-8};
+  auto sync_s = [&](int dp, int zero) {
+    return layout_cost(
+               load_config(
+                   kGpt,
+                   {"parallel.dp=" + std::to_string(dp),
+                    "parallel.zero=" + std::to_string(zero)}),
+               2e6,
+               m)
+        .sync_comm_s;
+  };
+  ASSERT_GT(sync_s(2, 0), 0.001);
+  for (int zero : {1, 2, 3}) {
+    EXPECT_NEAR(sync_s(4, zero), 2 * sync_s(2, zero), 1e-12) << zero;
+    if (zero < 3) {  // stage 3 also gathers before forward and backward
+      EXPECT_NEAR(sync_s(2, zero), sync_s(2, 0), 1e-12) << zero;
+    }
+  }
+  EXPECT_NEAR(sync_s(4, 0), 1.5 * sync_s(2, 0), 1e-12);
 }
 
 // Sequence parallelism's ring core costs each rank its share of the

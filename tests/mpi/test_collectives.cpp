@@ -3,10 +3,13 @@
 // Inputs are small integers (or multiples of 1/4), so every sum is exact
 // whatever order MPI adds in.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <chrono>
 #include <cstdint>
-#include <thread>
+#include <memory>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "mpi_env.h"
@@ -330,12 +333,16 @@ TEST(MpiCollectives, SmallChunksOnASubgroup) {
 }
 
 // Broadcasts and reduces of different roots run at the same time (two
-// lanes per group, Note [MPI progress]): on a pair of ranks, both start a
-// big broadcast from rank 0 (in 64 KiB pieces: it cannot finish without
-// rank 1's progress calls), then a small broadcast from, or reduce to,
-// rank 1, which sleeps before its next call. Rank 0's small operation
-// completes meanwhile; with one queue per group it would wait behind the
-// big one until rank 1 wakes.
+// lanes per group, Note [MPI progress]). On a pair of ranks, rank 1 starts
+// a big reduce to rank 0 and then a small broadcast from, or reduce to,
+// itself; it then tells rank 0 and blocks in a plain MPI_Recv (MPI
+// progresses, the group's operations post nothing new). The big reduce
+// moves in 256 KiB pieces, above OpenMPI's eager limits (shared memory 4
+// KiB, TCP 64 KiB), so a piece leaves only once rank 0 receives it, and
+// rank 1 posts the next pieces only from the group's progress calls. Only
+// then does rank 0 start the same two: its small operation must complete
+// while the big one cannot. With one queue per group the small one waits
+// behind the big one.
 TEST(MpiCollectives, TwoRootsRunAtTheSameTime) {
   ProcessGroup& world = test::mpi_world();
   if (world.size() < 2)
@@ -344,31 +351,66 @@ TEST(MpiCollectives, TwoRootsRunAtTheSameTime) {
   auto pair = world.split(r < 2 ? 0 : 1, r, "pair");
   if (r >= 2)
     return;
-  dynamic_cast<MpiProcessGroup&>(*pair).set_chunk_bytes(64 << 10);
-  constexpr auto kSleep = std::chrono::milliseconds(1500);
+  dynamic_cast<MpiProcessGroup&>(*pair).set_chunk_bytes(256 << 10);
+  // Plain messages on MPI_COMM_WORLD, which no group uses.
+  constexpr int kReadyTag = 7301, kGoTag = 7302;
   for (bool reduce : {false, true}) {
-    std::vector<float> a(kBig), b(16), sum(16, -1.0f);
+    std::vector<float> a(kBig), big_sum(kBig, -1.0f), b(16), sum(16, -1.0f);
     for (int64_t i = 0; i < kBig; ++i)
       a[i] = fval(r, i);
     for (int64_t i = 0; i < 16; ++i)
       b[i] = fval(r, i);
-    auto wa = pair->broadcast_async(a.data(), kBig, 0);
-    auto wb = reduce ? pair->reduce_async(
-                           b.data(), r == 1 ? sum.data() : nullptr, 16, 1)
-                     : pair->broadcast_async(b.data(), 16, 1);
+    auto start = [&] {
+      auto big = pair->reduce_async(
+          a.data(), r == 0 ? big_sum.data() : nullptr, kBig, 0);
+      auto small = reduce ? pair->reduce_async(
+                                b.data(), r == 1 ? sum.data() : nullptr, 16, 1)
+                          : pair->broadcast_async(b.data(), 16, 1);
+      return std::make_pair(std::move(big), std::move(small));
+    };
+    int token = 0;
+    std::unique_ptr<Work> wa, wb;
     if (r == 1) {
-      std::this_thread::sleep_for(kSleep);
+      std::tie(wa, wb) = start();
+      ASSERT_EQ(
+          MPI_Send(&token, 1, MPI_INT, 0, kReadyTag, MPI_COMM_WORLD),
+          MPI_SUCCESS);
+      ASSERT_EQ(
+          MPI_Recv(
+              &token, 1, MPI_INT, 0, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          MPI_SUCCESS);
     } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      wb->wait();
-      const auto waited = std::chrono::steady_clock::now() - t0;
-      EXPECT_LT(waited, kSleep / 2) << (reduce ? "reduce" : "broadcast");
-      EXPECT_FALSE(wa->test()) << "the big broadcast finished without rank 1";
+      ASSERT_EQ(
+          MPI_Recv(
+              &token,
+              1,
+              MPI_INT,
+              1,
+              kReadyTag,
+              MPI_COMM_WORLD,
+              MPI_STATUS_IGNORE),
+          MPI_SUCCESS);
+      std::tie(wa, wb) = start();
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      bool small_done = false;
+      while (!small_done && std::chrono::steady_clock::now() < deadline)
+        small_done = wb->test();
+      const bool big_done = wa->test();
+      ASSERT_EQ(
+          MPI_Send(&token, 1, MPI_INT, 1, kGoTag, MPI_COMM_WORLD), MPI_SUCCESS);
+      EXPECT_TRUE(small_done)
+          << (reduce ? "reduce" : "broadcast")
+          << " of rank 1 waited behind the reduce to rank 0";
+      EXPECT_FALSE(big_done) << "the big reduce finished without rank 1";
     }
     wb->wait();
     wa->wait();
-    EXPECT_EQ(
-        first_mismatch(a, kBig, [](int64_t i) { return fval(0, i); }), -1);
+    if (r == 0) {
+      EXPECT_EQ(
+          first_mismatch(big_sum, kBig, [](int64_t i) { return fsum(2, i); }),
+          -1);
+    }
     if (!reduce) {
       EXPECT_EQ(
           first_mismatch(b, 16, [](int64_t i) { return fval(1, i); }), -1);

@@ -18,7 +18,10 @@
 // their local sums), keeps optimizer state for them and updates them
 // (owned_parameters()); broadcast_parameters() then sends each bucket's
 // new values from its owner to every rank. Per rank this moves as much
-// data as the all-reduce, and the update's work and state are split.
+// data as the all-reduce, and the update's work and state are split. (An
+// MPI group runs the reduces and broadcasts of two roots at once, one
+// lane each, so at dp=2 the owners' transfers use both directions of the
+// link: mpi_process_group.h.)
 // With defer_broadcasts(true) those broadcasts run during the next
 // forward instead of at the end of the step: they start in forward order
 // (the input layer's buckets first), the forward polls them between its

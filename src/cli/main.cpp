@@ -9,6 +9,8 @@
 //   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--memory-mib M]
 //                [--top K] [--gflops G] [--update-ns-per-param U]
 //                [--link-alpha-us A] [--link-gbps B] [--comm-on-cores]
+//                [--ranks-per-host H [--host-link-alpha-us A]
+//                 [--host-link-gbps B]]
 //
 // The only place that catches ndt::Error: it prints "[rank r] error:
 // <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
@@ -65,7 +67,8 @@ constexpr const char* kUsage =
     "  ndtrain peak [--threads N]\n"
     "  ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N "
     "[--memory-mib M] [--top K] [--gflops G] [--update-ns-per-param U] "
-    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores]\n"
+    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores] "
+    "[--ranks-per-host H [--host-link-alpha-us A] [--host-link-gbps B]]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
     "naive|gpipe|1f1b|interleaved [--chunks V]\n"
     "  ndtrain SUBCOMMAND --help   the options of one subcommand\n";
@@ -307,6 +310,11 @@ struct PlanArgs {
   double link_alpha_us = 2.0;
   double link_gbps = 7.5;
   bool comm_on_cores = false;
+  // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
+  // unless told.
+  int ranks_per_host = 0;
+  double host_link_alpha_us = 30.0;
+  double host_link_gbps = 1.25;
 };
 
 // The layouts of `ranks` ranks the config accepts, fastest predicted step
@@ -329,6 +337,17 @@ int cmd_plan(const PlanArgs& a) {
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   m.comm_on_cores = a.comm_on_cores;
+  NDT_CHECK(
+      a.ranks_per_host == 0 || a.ranks % a.ranks_per_host == 0,
+      ConfigError,
+      "--ranks-per-host ",
+      a.ranks_per_host,
+      " must divide --ranks ",
+      a.ranks,
+      " (every host runs as many ranks)");
+  m.ranks_per_host = a.ranks_per_host;
+  m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
+  m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
   SerialBuilder builder;  // keeps no module: only the FLOP count is read
   const double flops_per_sample =
       make_model(base.model, builder, keep_no_module)->flops_per_sample;
@@ -340,6 +359,18 @@ int cmd_plan(const PlanArgs& a) {
       flops_per_sample,
       m,
       &rejected);
+  const std::string hosts = a.ranks_per_host > 0
+                                ? detail::str_cat(
+                                      ", ",
+                                      a.ranks / a.ranks_per_host,
+                                      " hosts of ",
+                                      a.ranks_per_host,
+                                      " ranks linked at alpha ",
+                                      a.host_link_alpha_us,
+                                      " us, ",
+                                      a.host_link_gbps,
+                                      " GB/s")
+                                : std::string();
   const double limit = a.memory_mib * (1 << 20);
   auto fits = [&](const LayoutCost& c) {
     return limit <= 0 ||
@@ -348,7 +379,7 @@ int cmd_plan(const PlanArgs& a) {
   std::printf(
       "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
       "%.3f ns per parameter (%s), ring attention core +%.3f ms per "
-      "sample and layer (measured here), link alpha %.2f us, %.3f GB/s%s; "
+      "sample and layer (measured here), link alpha %.2f us, %.3f GB/s%s%s; "
       "%zu layouts accepted, %d rejected by the config's checks\n",
       to_string(base.model.kind),
       a.ranks,
@@ -361,6 +392,7 @@ int cmd_plan(const PlanArgs& a) {
       a.link_alpha_us,
       a.link_gbps,
       a.comm_on_cores ? " on the ranks' cores" : "",
+      hosts.c_str(),
       all.size(),
       rejected);
   NDT_CHECK(
@@ -530,6 +562,23 @@ int run(int argc, char** argv) {
       plan_args.comm_on_cores,
       "the ranks share one host's memory: every transfer is a copy by a "
       "rank's own core, so communication hides no compute");
+  int_option(
+      *plan,
+      "--ranks-per-host",
+      plan_args.ranks_per_host,
+      0,
+      "ranks fill hosts of this many in rank order; a group on two hosts "
+      "uses the host link (0: one host)");
+  plan->add_option(
+          "--host-link-alpha-us",
+          plan_args.host_link_alpha_us,
+          "latency of one step of a collective between hosts (30)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option(
+          "--host-link-gbps",
+          plan_args.host_link_gbps,
+          "bus bandwidth between hosts, GB/s (1.25)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -72,6 +72,35 @@ int group_ranks(const std::string& name, const Config& config) {
   return n;
 }
 
+// Whether some group named "a,b,..." has ranks on two hosts when the
+// mesh's ranks fill hosts of ranks_per_host in order (0: one host).
+bool spans_hosts(
+    const std::string& name, const Config& config, int ranks_per_host) {
+  if (ranks_per_host <= 0)
+    return false;
+  std::vector<int> sizes;
+  std::map<std::string, int> index;
+  for (const MeshAxis& a : mesh_axes(config)) {
+    index[a.name] = static_cast<int>(sizes.size());
+    sizes.push_back(a.size);
+  }
+  std::vector<int> axes;
+  std::stringstream ss(name);
+  std::string axis;
+  while (std::getline(ss, axis, ','))
+    axes.push_back(index.at(axis));
+  int world = 1;
+  for (int n : sizes)
+    world *= n;
+  for (int r = 0; r < world; ++r) {
+    for (int peer : mesh_group_ranks(r, sizes, axes)) {
+      if (peer / ranks_per_host != r / ranks_per_host)
+        return true;
+    }
+  }
+  return false;
+}
+
 // "dp=2 pp=2 (microbatches=4) tp=2 (1d, seq) sp=2 zero=1": the axes of
 // more than one rank; "serial" when none.
 std::string describe(const Config& c) {
@@ -213,8 +242,17 @@ LayoutCost layout_cost(
   // micro-batch's (each reduces), and under stage 3 also the forwards
   // (the gathers).
   const double busy_s = products_s * busy;
-  const double window = m.comm_on_cores ? 0
-                        : p.zero == 3   ? busy_s
+  // A group with ranks on two hosts moves at the hosts' link; its
+  // transfers are not the cores' work.
+  auto link_of = [&](const std::string& group) -> const LinkCost& {
+    return spans_hosts(group, config, m.ranks_per_host) ? m.host_link : m.link;
+  };
+  const std::string sync_group = grad_sync_group(config);
+  const bool sync_across = spans_hosts(sync_group, config, m.ranks_per_host);
+  const LinkCost& sync_link = sync_across ? m.host_link : m.link;
+  const bool sync_on_cores = m.comm_on_cores && !sync_across;
+  const double window = sync_on_cores ? 0
+                        : p.zero == 3 ? busy_s
                         : p.zero == 2
                             ? 2.0 / 3.0 * busy_s
                             : 2.0 / 3.0 * busy_s / std::max(p.microbatches, 1);
@@ -231,9 +269,9 @@ LayoutCost layout_cost(
       const StepComm s = step_comm(config, pr, sr);
       double all_s = 0;
       for (const auto& [group, v] : s.groups)
-        all_s += comm_seconds(v, group_ranks(group, config), m.link);
+        all_s += comm_seconds(v, group_ranks(group, config), link_of(group));
       const double other_s =
-          all_s - comm_seconds(s.grad_sync, sync_ranks, m.link);
+          all_s - comm_seconds(s.grad_sync, sync_ranks, sync_link);
       const CommVolume sync =
           sync_ranks == 2 && p.zero > 0 ? both_ways(s.grad_sync) : s.grad_sync;
       // The sync: stages 1 and 2 broadcast the updated values after the
@@ -245,7 +283,7 @@ LayoutCost layout_cost(
         after[OpType::kBroadcast] = overlapped[OpType::kBroadcast];
         overlapped[OpType::kBroadcast] = OpVolume();
       }
-      const double sync_s = comm_seconds(sync, sync_ranks, m.link);
+      const double sync_s = comm_seconds(sync, sync_ranks, sync_link);
       CommVolume tail;
       const double bytes = std::min<double>(
           bucket_bytes,
@@ -257,15 +295,15 @@ LayoutCost layout_cost(
           1,
           static_cast<int64_t>(bytes / kFp32Bytes));
       const double forward_window =
-          m.comm_on_cores || !p.defer_broadcast
+          sync_on_cores || !p.defer_broadcast
               ? 0
               : busy_s / 3 / std::max(p.microbatches, 1);
       const double exposed =
           std::max(
-              comm_seconds(tail, sync_ranks, m.link),
-              comm_seconds(overlapped, sync_ranks, m.link) - window) +
+              comm_seconds(tail, sync_ranks, sync_link),
+              comm_seconds(overlapped, sync_ranks, sync_link) - window) +
           std::max(
-              0.0, comm_seconds(after, sync_ranks, m.link) - forward_window);
+              0.0, comm_seconds(after, sync_ranks, sync_link) - forward_window);
       const double step = products_s + update_s + other_s + exposed;
       if (step > c.step_s) {
         c.step_s = step;

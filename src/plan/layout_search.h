@@ -56,6 +56,10 @@
 //              of one host: shared memory, where every transfer is a copy,
 //              and every reduction a sum, by a rank's own core) nothing
 //              overlaps the compute and the sync counts in full too.
+//              With ranks_per_host, a group whose ranks lie on two hosts
+//              (the mesh's rank order, hosts filled in turn) costs at
+//              host_link instead, and its sync overlaps the compute even
+//              with comm_on_cores.
 // The largest over the representative ranks (pipeline stages, ZeRO owners)
 // is the layout's step. Not modelled: smaller products running slower
 // under tensor parallelism, the work 1D tensor parallelism repeats on
@@ -83,10 +87,15 @@ struct MachineCost {
   // sample and attention layer over the whole sequence, forward and
   // backward (train/ring_core_cost.h); 0: not counted.
   double ring_extra_s = 0;
-  LinkCost link;  // between any two ranks
+  LinkCost link;  // between any two ranks (of one host, with hosts)
   // The link's transfers run on the ranks' own cores (one host, shared
   // memory): communication hides no compute.
   bool comm_on_cores = false;
+  // > 0: the job's ranks fill hosts of this many in rank order (mpirun's
+  // default mapping), and a group with ranks on two hosts communicates at
+  // host_link (its transfers are the network's, not the cores' work).
+  int ranks_per_host = 0;
+  LinkCost host_link;
 };
 
 struct LayoutCost {

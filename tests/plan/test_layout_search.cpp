@@ -253,6 +253,64 @@ TEST(LayoutSearch, TwoOwnersUseBothDirectionsOfTheLink) {
   EXPECT_NEAR(sync_s(4, 0), 1.5 * sync_s(2, 0), 1e-12);
 }
 
+// With hosts of 2 ranks (ranks fill hosts in mesh order, the last axis
+// fastest), a group with ranks on both hosts costs at the host link, the
+// others at the link within a host: dp=4 and sp=4 all at the host link;
+// dp=2 x tp=2 its tp pairs within a host, its dp pairs (the sync, the
+// loss) across; pp=2 x tp=2 and 2D's grid partly across.
+TEST(LayoutSearch, GroupsOnTwoHostsUseTheHostLink) {
+  MachineCost fast;
+  fast.gflops = 100;
+  fast.link = {2e-6, 1e-10};
+  MachineCost slow = fast;
+  slow.link = {30e-6, 8e-10};
+  MachineCost hosts = fast;
+  hosts.ranks_per_host = 2;
+  hosts.host_link = slow.link;
+  const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
+  auto at = [&](const MachineCost& m) {
+    return search_layouts(kGpt, buckets, 4, 1e9, m, nullptr);
+  };
+  const auto f = at(fast), sl = at(slow), h = at(hosts);
+  for (const char* n : {"dp=4", "sp=4"})
+    EXPECT_DOUBLE_EQ(find(h, n).step_s, find(sl, n).step_s) << n;
+  const std::string mixed = "dp=2 tp=2 (1d)";
+  EXPECT_DOUBLE_EQ(find(h, mixed).sync_comm_s, find(sl, mixed).sync_comm_s);
+  EXPECT_GT(find(sl, mixed).sync_comm_s, find(f, mixed).sync_comm_s);
+  for (const std::string& n :
+       {mixed,
+        std::string("pp=2 (microbatches=2) tp=2 (1d)"),
+        std::string("tp=4 (2d)")}) {
+    EXPECT_GT(find(h, n).other_comm_s, find(f, n).other_comm_s) << n;
+    EXPECT_LT(find(h, n).other_comm_s, find(sl, n).other_comm_s) << n;
+  }
+  // One host of 4 ranks is the plain model.
+  MachineCost one = fast;
+  one.ranks_per_host = 4;
+  one.host_link = slow.link;
+  const auto o = at(one);
+  ASSERT_EQ(o.size(), f.size());
+  for (size_t i = 0; i < o.size(); ++i) {
+    EXPECT_EQ(o[i].name, f[i].name);
+    EXPECT_DOUBLE_EQ(o[i].step_s, f[i].step_s) << o[i].name;
+  }
+  // A sync across hosts overlaps backward even with comm_on_cores, one
+  // within a host does not.
+  MachineCost cores = hosts;
+  cores.comm_on_cores = true;
+  const auto c = at(cores);
+  const LayoutCost& across = find(c, mixed);
+  EXPECT_LT(
+      across.step_s,
+      across.compute_s + across.other_comm_s + across.sync_comm_s - 1e-6);
+  cores.ranks_per_host = 4;
+  const LayoutCost& within = find(at(cores), mixed);
+  EXPECT_NEAR(
+      within.step_s,
+      within.compute_s + within.other_comm_s + within.sync_comm_s,
+      1e-12);
+}
+
 // Sequence parallelism's ring core costs each rank its share of the
 // measured extra: its layers and samples, 1/sp of the sequence, its heads.
 TEST(LayoutSearch, TheRingCoreAddsItsExtraToEachRanksCompute) {

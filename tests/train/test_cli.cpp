@@ -163,6 +163,19 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   r = ndtrain("plan -c " + cfg("verify/gpt.yaml"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--ranks"), std::string::npos) << r.output;
+  // Hosts: named in the header; they must divide the ranks.
+  r = ndtrain(c + " --ranks-per-host 2 --host-link-gbps 0.125");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find(", 2 hosts of 2 ranks linked at alpha 30 us, 0.125 GB/s"),
+      std::string::npos)
+      << r.output;
+  r = ndtrain(c + " --ranks-per-host 3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(
+      r.output.find("error: --ranks-per-host 3 must divide --ranks 4"),
+      std::string::npos)
+      << r.output;
 }
 
 }  // namespace

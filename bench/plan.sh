@@ -57,7 +57,7 @@ one=$(grep '^bench ' <<<"$out")
 params=$(sed -n 's/.* \([0-9]*\) parameters$/\1/p' <<<"$out")
 t=$(field median_ms "$one"); upd=$(field update_ms "$one")
 # Ranks beyond the cores share them: each runs at cores / ranks.
-share=$(/usr/bin/python3 -c "print(min(1.0, $(nproc) / $RANKS))")
+share=$(/usr/bin/python3 -c "print(min(1.0, $(nproc --all) / $RANKS))")
 gflops=$(/usr/bin/python3 -c "print(f'{$(field flops_per_step "$one") / (($t - $upd) * 1e-3) / 1e9 * $share:.1f}')")
 update_ns=$(/usr/bin/python3 -c "print(f'{$upd * 1e6 / $params / $share:.4f}')")
 fit=$(mpirun --oversubscribe --bind-to none -np 2 build/comm_bench | grep '^link_fit impl=ndt')

@@ -242,17 +242,15 @@ LayoutCost layout_cost(
   // micro-batch's (each reduces), and under stage 3 also the forwards
   // (the gathers).
   const double busy_s = products_s * busy;
-  // A group with ranks on two hosts moves at the hosts' link; its
-  // transfers are not the cores' work.
+  // A group with ranks on two hosts moves at the hosts' link.
   auto link_of = [&](const std::string& group) -> const LinkCost& {
     return spans_hosts(group, config, m.ranks_per_host) ? m.host_link : m.link;
   };
   const std::string sync_group = grad_sync_group(config);
-  const bool sync_across = spans_hosts(sync_group, config, m.ranks_per_host);
-  const LinkCost& sync_link = sync_across ? m.host_link : m.link;
-  const bool sync_on_cores = m.comm_on_cores && !sync_across;
-  const double window = sync_on_cores ? 0
-                        : p.zero == 3 ? busy_s
+  const LinkCost& sync_link =
+      spans_hosts(sync_group, config, m.ranks_per_host) ? m.host_link : m.link;
+  const double window = m.comm_on_cores ? 0
+                        : p.zero == 3   ? busy_s
                         : p.zero == 2
                             ? 2.0 / 3.0 * busy_s
                             : 2.0 / 3.0 * busy_s / std::max(p.microbatches, 1);
@@ -295,7 +293,7 @@ LayoutCost layout_cost(
           1,
           static_cast<int64_t>(bytes / kFp32Bytes));
       const double forward_window =
-          sync_on_cores || !p.defer_broadcast
+          m.comm_on_cores || !p.defer_broadcast
               ? 0
               : busy_s / 3 / std::max(p.microbatches, 1);
       const double exposed =

@@ -58,8 +58,8 @@
 //              overlaps the compute and the sync counts in full too.
 //              With ranks_per_host, a group whose ranks lie on two hosts
 //              (the mesh's rank order, hosts filled in turn) costs at
-//              host_link instead, and its sync overlaps the compute even
-//              with comm_on_cores.
+//              host_link instead (comm_on_cores still holds: on hosts that
+//              share their cores, TCP's processing runs on them too).
 // The largest over the representative ranks (pipeline stages, ZeRO owners)
 // is the layout's step. Not modelled: smaller products running slower
 // under tensor parallelism, the work 1D tensor parallelism repeats on
@@ -93,7 +93,7 @@ struct MachineCost {
   bool comm_on_cores = false;
   // > 0: the job's ranks fill hosts of this many in rank order (mpirun's
   // default mapping), and a group with ranks on two hosts communicates at
-  // host_link (its transfers are the network's, not the cores' work).
+  // host_link.
   int ranks_per_host = 0;
   LinkCost host_link;
 };

@@ -59,16 +59,33 @@ std::vector<std::vector<std::string>> tp_modes(int tp) {
   return out;
 }
 
-// Ranks of a mesh group named "a,b,..." (the product of its axes' sizes).
-int group_ranks(const std::string& name, const Config& config) {
-  std::map<std::string, int> size;
-  for (const MeshAxis& a : mesh_axes(config))
-    size[a.name] = a.size;
-  int n = 1;
+// The mesh of a config (axis sizes in mesh order) and the indices of the
+// axes of its group named "a,b,...".
+struct GroupAxes {
+  std::vector<int> sizes;
+  std::vector<int> axes;
+};
+
+GroupAxes group_axes(const std::string& name, const Config& config) {
+  GroupAxes g;
+  std::map<std::string, int> index;
+  for (const MeshAxis& a : mesh_axes(config)) {
+    index[a.name] = static_cast<int>(g.sizes.size());
+    g.sizes.push_back(a.size);
+  }
   std::stringstream ss(name);
   std::string axis;
   while (std::getline(ss, axis, ','))
-    n *= size.at(axis);
+    g.axes.push_back(index.at(axis));
+  return g;
+}
+
+// Ranks of a mesh group named "a,b,..." (the product of its axes' sizes).
+int group_ranks(const std::string& name, const Config& config) {
+  const GroupAxes g = group_axes(name, config);
+  int n = 1;
+  for (int a : g.axes)
+    n *= g.sizes[a];
   return n;
 }
 
@@ -78,22 +95,12 @@ bool spans_hosts(
     const std::string& name, const Config& config, int ranks_per_host) {
   if (ranks_per_host <= 0)
     return false;
-  std::vector<int> sizes;
-  std::map<std::string, int> index;
-  for (const MeshAxis& a : mesh_axes(config)) {
-    index[a.name] = static_cast<int>(sizes.size());
-    sizes.push_back(a.size);
-  }
-  std::vector<int> axes;
-  std::stringstream ss(name);
-  std::string axis;
-  while (std::getline(ss, axis, ','))
-    axes.push_back(index.at(axis));
+  const GroupAxes g = group_axes(name, config);
   int world = 1;
-  for (int n : sizes)
+  for (int n : g.sizes)
     world *= n;
   for (int r = 0; r < world; ++r) {
-    for (int peer : mesh_group_ranks(r, sizes, axes)) {
+    for (int peer : mesh_group_ranks(r, g.sizes, g.axes)) {
       if (peer / ranks_per_host != r / ranks_per_host)
         return true;
     }
@@ -246,9 +253,7 @@ LayoutCost layout_cost(
   auto link_of = [&](const std::string& group) -> const LinkCost& {
     return spans_hosts(group, config, m.ranks_per_host) ? m.host_link : m.link;
   };
-  const std::string sync_group = grad_sync_group(config);
-  const LinkCost& sync_link =
-      spans_hosts(sync_group, config, m.ranks_per_host) ? m.host_link : m.link;
+  const LinkCost& sync_link = link_of(grad_sync_group(config));
   const double window = m.comm_on_cores ? 0
                         : p.zero == 3   ? busy_s
                         : p.zero == 2

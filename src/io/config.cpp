@@ -654,11 +654,10 @@ void check_pipeline(const Config& c) {
   const ParallelConfig& p = c.parallel;
   if (p.pp == 1) {
     NDT_CHECK(
-        p.pp_chunks == 1 && p.pp_split.empty() &&
-            p.recompute == Recompute::kNone,
+        p.pp_chunks == 1 && p.pp_split.empty(),
         ConfigError,
-        "parallel.pp_chunks, parallel.pp_split and parallel.recompute need a "
-        "pipeline (parallel.pp > 1)");
+        "parallel.pp_chunks and parallel.pp_split need a pipeline "
+        "(parallel.pp > 1)");
     return;
   }
   NDT_CHECK(

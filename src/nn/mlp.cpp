@@ -36,6 +36,7 @@ std::unique_ptr<Model> build_mlp(
     // multiply-add each), except that nothing needs the first layer's
     // input gradient (the pixels), so it is not computed.
     flops += (i == 0 ? 4.0 : 6.0) * in * o.hidden[i];
+    m->recompute_flops_per_sample += 2.0 * in * o.hidden[i];
     in = o.hidden[i];
   }
   ClassifierHeadOptions h;

@@ -53,6 +53,9 @@ class Model {
   // but the head (pipeline stages size their receive buffers with it).
   std::vector<Shape> sample_shapes;
   double flops_per_sample = 0;  // training (forward + backward) FLOPs
+  // What parallel.recompute=block adds to them: the forward FLOPs of the
+  // modules between the input layer and the head (Model::forward_range).
+  double recompute_flops_per_sample = 0;
   int64_t loss_terms_per_sample = 1;
 
   // Called during backward right after module m's gradients are final

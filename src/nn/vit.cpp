@@ -48,9 +48,10 @@ std::unique_ptr<Model> build_vit(
   // The patch embedding's input (the pixels) needs no gradient, so its
   // matmul is done twice (forward, weight gradient), not three times.
   double K = double(o.channels) * o.patch * o.patch;
-  m->flops_per_sample =
-      T * detail::transformer_flops_per_token(o.depth, o.dim, o.mlp_dim, T) +
-      4.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
+  const double blocks =
+      T * detail::transformer_flops_per_token(o.depth, o.dim, o.mlp_dim, T);
+  m->flops_per_sample = blocks + 4.0 * NP * K * o.dim + 6.0 * o.dim * o.classes;
+  m->recompute_flops_per_sample = blocks / 3;
   return m;
 }
 

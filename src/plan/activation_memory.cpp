@@ -92,6 +92,9 @@ class LiveBytes {
     now_ += b;
     peak_ = std::max(peak_, now_);
   }
+  void sub_bytes(int64_t b) {
+    now_ -= b;
+  }
   int64_t peak() const {
     return peak_;
   }
@@ -113,8 +116,19 @@ void attention_dx(LiveBytes& m, int64_t qkv, int64_t P) {
   m.free(P);
 }
 
+// One mode's step from the last block's fc2 on, in three pieces:
+// forward_tail, the rest of a block's forward (it allocates the
+// block's tail_saved tensors, the output among them, and leaves the
+// output live); head, the LM head's forward and backward (it frees the
+// last block's output and leaves the block's dy live); block_backward,
+// the block's backward as far as its peak.
+struct StepPieces {
+  std::vector<int64_t> tail_saved;  // elements; the block's output first
+  std::function<void()> forward_tail, head, block_backward;
+};
+
 // Serial and 1D: n my tokens (N/tp under tp_seq), the linears' rows N.
-void tail_1d(
+StepPieces pieces_1d(
     LiveBytes& m,
     int64_t N,
     int64_t n,
@@ -128,7 +142,7 @@ void tail_1d(
     bool drop) {
   const bool split = tp > 1;
   // Dropout's output [n, C] replaces its input.
-  const auto dropout_forward = [&] {
+  const auto dropout_forward = [&m, n, C, drop] {
     if (drop) {
       m.alloc(n * C);
       m.free(n * C);
@@ -136,7 +150,7 @@ void tail_1d(
   };
   // Input gradient of a column-parallel linear: its local dx [N, C], then
   // the all-reduce [N, C] or reduce-scatter [n, C] of it.
-  const auto column_dx = [&](int64_t saved_x) {
+  const auto column_dx = [&m, N, n, C, split](int64_t saved_x) {
     m.free(saved_x);
     if (split) {
       m.alloc(n * C);
@@ -145,7 +159,7 @@ void tail_1d(
   };
   // LayerNorm backward on my tokens: under tp_seq the gradient sum parks
   // the weight and bias gradients [2C].
-  const auto layernorm_dx = [&](int64_t x) {
+  const auto layernorm_dx = [&m, n, C, seq](int64_t x) {
     if (seq)
       m.alloc(2 * C);
     m.alloc(n * C);
@@ -157,7 +171,7 @@ void tail_1d(
   };
   // Row-parallel linear backward to its dx [N, in]: under tp_seq its bias
   // contribution [C] and the all-gathered dy [N, C] come first.
-  const auto row_dx = [&](int64_t in, int64_t saved_x) {
+  const auto row_dx = [&m, N, C, seq](int64_t in, int64_t saved_x) {
     if (seq) {
       m.alloc(C);
       m.free(C);
@@ -168,98 +182,114 @@ void tail_1d(
     if (seq)
       m.free(N * C);
   };
-  // The last block's forward from fc2 on: the attention branch's output
-  // a [n, C] is live (a local of the block's forward) beside fc2's output
-  // (row-parallel: the partial [N, C], then its all-reduce or reduce-
-  // scatter), its dropout and the block's output y.
-  m.alloc(n * C);  // a
-  if (split) {
-    m.alloc(N * C);
+  StepPieces s;
+  s.tail_saved = {n * C};
+  // The attention branch's output a [n, C] is live (a local of the
+  // block's forward) beside fc2's output (row-parallel: the partial
+  // [N, C], then its all-reduce or reduce-scatter), its dropout and the
+  // block's output y.
+  s.forward_tail = [=, &m] {
+    m.alloc(n * C);  // a
+    if (split) {
+      m.alloc(N * C);
+      m.alloc(n * C);
+      m.free(N * C);
+    } else {
+      m.alloc(N * C);
+    }
+    dropout_forward();
+    m.alloc(n * C);  // y
+    m.free(n * C);
+    m.free(n * C);
+  };
+  s.head = [=, &m] {
+    // LM head forward: LayerNorm on my tokens, then the logits.
     m.alloc(n * C);
-    m.free(N * C);
-  } else {
+    m.alloc(n);
+    m.alloc(n);
+    if (!split) {
+      m.alloc(N * v);  // logits
+      m.alloc(N);      // losses
+      m.alloc(N * v);  // probabilities
+      m.free(N);
+      m.free(N * v);
+    } else {
+      if (seq)
+        m.alloc(N * C);  // all-gathered LayerNorm output
+      m.alloc(N * v);    // logits, then probabilities in place
+      if (seq)
+        m.free(n * C);
+    }
+    // LM head backward: dh [N, C], its reduction, the LayerNorm's dx.
     m.alloc(N * C);
-  }
-  dropout_forward();
-  m.alloc(n * C);  // y
-  m.free(n * C);
-  m.free(n * C);
-  // LM head forward: LayerNorm on my tokens, then the logits.
-  m.alloc(n * C);
-  m.alloc(n);
-  m.alloc(n);
-  if (!split) {
-    m.alloc(N * v);  // logits
-    m.alloc(N);      // losses
-    m.alloc(N * v);  // probabilities
-    m.free(N);
-    m.free(N * v);
-  } else {
-    if (seq)
-      m.alloc(N * C);  // all-gathered LayerNorm output
-    m.alloc(N * v);    // logits, then probabilities in place
-    if (seq)
+    m.free(N * C);  // the (gathered) LayerNorm output
+    if (split)
+      m.alloc(n * C);
+    layernorm_dx(n * C);  // frees the last block's output
+    if (split)
       m.free(n * C);
-  }
-  // LM head backward: dh [N, C], its reduction, the LayerNorm's dx.
-  m.alloc(N * C);
-  m.free(N * C);  // the (gathered) LayerNorm output
-  if (split)
-    m.alloc(n * C);
-  layernorm_dx(n * C);  // frees the last block's output
-  if (split)
-    m.free(n * C);
-  m.free(N * C);
-  m.free(N * v);
-  // The last block's backward; dy [n, C] stays live to its end.
-  if (drop)
-    m.alloc(n * C);
-  row_dx(f, N * f);  // fc2: frees its input, fc1's output
-  if (drop)
-    m.free(n * C);
-  m.alloc(N * C);  // fc1: dx, then d(pre-GELU)
-  m.alloc(N * f);
-  m.free(N * f);  // pre-GELU
-  m.free(N * f);  // d(pre-GELU)
-  column_dx(N * C);
-  m.free(N * f);        // fc2's dx
-  layernorm_dx(n * C);  // ln2: frees h
-  m.free(n * C);        // fc1's dx
-  m.alloc(n * C);       // dh
-  m.free(n * C);        // ln2's dx
-  if (drop)
-    m.alloc(n * C);
-  row_dx(c, N * c);  // proj: frees the attention output
-  if (drop)
-    m.free(n * C);
-  attention_dx(m, N * 3 * c, P);
-  m.free(N * c);   // proj's dx
-  m.alloc(N * C);  // qkv's dx
-  column_dx(N * C);
+    m.free(N * C);
+    m.free(N * v);
+  };
+  // dy [n, C] stays live to the block's end.
+  s.block_backward = [=, &m] {
+    if (drop)
+      m.alloc(n * C);
+    row_dx(f, N * f);  // fc2: frees its input, fc1's output
+    if (drop)
+      m.free(n * C);
+    m.alloc(N * C);  // fc1: dx, then d(pre-GELU)
+    m.alloc(N * f);
+    m.free(N * f);  // pre-GELU
+    m.free(N * f);  // d(pre-GELU)
+    column_dx(N * C);
+    m.free(N * f);        // fc2's dx
+    layernorm_dx(n * C);  // ln2: frees h
+    m.free(n * C);        // fc1's dx
+    m.alloc(n * C);       // dh
+    m.free(n * C);        // ln2's dx
+    if (drop)
+      m.alloc(n * C);
+    row_dx(c, N * c);  // proj: frees the attention output
+    if (drop)
+      m.free(n * C);
+    attention_dx(m, N * 3 * c, P);
+    m.free(N * c);   // proj's dx
+    m.alloc(N * C);  // qkv's dx
+    column_dx(N * C);
+  };
+  return s;
 }
 
 // 2D, 2.5D and 3D from the LM head's backward on: r rows and c, f, v
 // columns of each block; linear_dx(in, out, gelu) is the mode's linear
-// backward to its dx [r, in], releasing its saved input.
-void grid_backward(
+// backward to its dx [r, in], releasing its saved input. The head's part
+// frees the last block's output and leaves its dy [r, c] live.
+using LinearDx = std::function<void(int64_t, int64_t, bool)>;
+
+void grid_layernorm_dx(LiveBytes& m, int64_t r, int64_t c) {
+  m.alloc(r * c);
+  m.free(r * c);  // its input
+  m.free(r);
+  m.free(r);
+}
+
+void grid_head_backward(
+    LiveBytes& m, int64_t r, int64_t c, int64_t v, const LinearDx& linear_dx) {
+  linear_dx(c, v, false);      // LM head
+  grid_layernorm_dx(m, r, c);  // frees the last block's output
+  m.free(r * c);
+  m.free(r * v);
+}
+
+void grid_block_backward(
     LiveBytes& m,
     int64_t r,
     int64_t c,
     int64_t f,
-    int64_t v,
     int64_t P,
     bool drop,
-    const std::function<void(int64_t, int64_t, bool)>& linear_dx) {
-  const auto layernorm_dx = [&] {
-    m.alloc(r * c);
-    m.free(r * c);  // its input
-    m.free(r);
-    m.free(r);
-  };
-  linear_dx(c, v, false);  // LM head
-  layernorm_dx();          // frees the last block's output
-  m.free(r * c);
-  m.free(r * v);
+    const LinearDx& linear_dx) {
   if (drop)
     m.alloc(r * c);
   linear_dx(f, c, false);  // fc2
@@ -267,7 +297,7 @@ void grid_backward(
     m.free(r * c);
   linear_dx(c, f, true);  // fc1
   m.free(r * f);
-  layernorm_dx();  // ln2: frees h
+  grid_layernorm_dx(m, r, c);  // ln2: frees h
   m.free(r * c);
   m.alloc(r * c);  // dh
   m.free(r * c);
@@ -284,7 +314,7 @@ void grid_backward(
 // 2D and 2.5D. A SUMMA linear's backward holds its weight-gradient part
 // [out, in], then dx and the partial product it reduces [r, in]; it saved
 // its input [r, in] (and, with GELU, the product before it [r, out]).
-void tail_2d(
+StepPieces pieces_2d(
     LiveBytes& m,
     int64_t r,
     int64_t c,
@@ -292,39 +322,49 @@ void tail_2d(
     int64_t v,
     int64_t P,
     bool drop) {
-  m.alloc(r * c);  // the last block's a, fc2's output, dropout, y
-  m.alloc(r * c);
-  if (drop) {
+  const LinearDx linear_dx = [&m, r](int64_t in, int64_t out, bool gelu) {
+    if (gelu)
+      m.alloc(r * out);  // d(pre-GELU)
+    m.alloc(out * in);
+    m.alloc(r * in);
+    m.alloc(r * in);
+    m.free(r * in);  // its input
+    if (gelu)
+      m.free(r * out);  // pre-GELU
+    m.free(r * in);
+    m.free(out * in);
+    if (gelu)
+      m.free(r * out);
+  };
+  StepPieces s;
+  s.tail_saved = {r * c};
+  s.forward_tail = [=, &m] {
+    m.alloc(r * c);  // a, fc2's output, dropout, y
+    m.alloc(r * c);
+    if (drop) {
+      m.alloc(r * c);
+      m.free(r * c);
+    }
     m.alloc(r * c);
     m.free(r * c);
-  }
-  m.alloc(r * c);
-  m.free(r * c);
-  m.free(r * c);
-  m.alloc(r * c);  // LM head: LayerNorm, logits
-  m.alloc(r);
-  m.alloc(r);
-  m.alloc(r * v);
-  grid_backward(
-      m, r, c, f, v, P, drop, [&](int64_t in, int64_t out, bool gelu) {
-        if (gelu)
-          m.alloc(r * out);  // d(pre-GELU)
-        m.alloc(out * in);
-        m.alloc(r * in);
-        m.alloc(r * in);
-        m.free(r * in);  // its input
-        if (gelu)
-          m.free(r * out);  // pre-GELU
-        m.free(r * in);
-        m.free(out * in);
-        if (gelu)
-          m.free(r * out);
-      });
+    m.free(r * c);
+  };
+  s.head = [=, &m] {
+    m.alloc(r * c);  // LayerNorm, logits
+    m.alloc(r);
+    m.alloc(r);
+    m.alloc(r * v);
+    grid_head_backward(m, r, c, v, linear_dx);
+  };
+  s.block_backward = [=, &m] {
+    grid_block_backward(m, r, c, f, P, drop, linear_dx);
+  };
+  return s;
 }
 
 // 3D: a linear keeps its all-gathered input X' [p r, in] and weight W'
 // [out, in] to its backward; dx [r, in] comes out of a reduce-scatter.
-void tail_3d(
+StepPieces pieces_3d(
     LiveBytes& m,
     int64_t p,
     int64_t r,
@@ -333,51 +373,59 @@ void tail_3d(
     int64_t v,
     int64_t P,
     bool drop) {
-  // The last block's forward from fc2 on: a [r, c] and fc1's output
-  // [r, f] are live while fc2 gathers X' and W' and reduce-scatters its
-  // output.
-  m.alloc(r * c);
-  m.alloc(r * f);
-  m.alloc(p * r * f);
-  m.alloc(c * f);
-  m.alloc(r * c);
-  m.free(r * f);
-  if (drop) {
+  const LinearDx linear_dx = [&m, p, r](int64_t in, int64_t out, bool gelu) {
+    if (gelu)
+      m.alloc(r * out);  // d(pre-GELU)
+    m.alloc(r * in);
+    m.free(p * r * in);
+    m.free(out * in);
+    if (gelu) {
+      m.free(r * out);  // pre-GELU
+      m.free(r * out);
+    }
+  };
+  StepPieces s;
+  s.tail_saved = {r * c, p * r * f, c * f};  // y, fc2's X' and W'
+  // a [r, c] and fc1's output [r, f] are live while fc2 gathers X' and W'
+  // and reduce-scatters its output.
+  s.forward_tail = [=, &m] {
     m.alloc(r * c);
+    m.alloc(r * f);
+    m.alloc(p * r * f);
+    m.alloc(c * f);
+    m.alloc(r * c);
+    m.free(r * f);
+    if (drop) {
+      m.alloc(r * c);
+      m.free(r * c);
+    }
+    m.alloc(r * c);  // y
     m.free(r * c);
-  }
-  m.alloc(r * c);  // y
-  m.free(r * c);
-  m.free(r * c);
-  m.alloc(r * c);  // LM head: LayerNorm
-  m.alloc(r);
-  m.alloc(r);
-  m.alloc(p * r * c);  // X', W', logits
-  m.alloc(v * c);
-  m.alloc(r * v);
-  m.alloc(r);  // the target's side (int32)
-  m.free(r * c);
-  m.free(r);
-  grid_backward(
-      m, r, c, f, v, P, drop, [&](int64_t in, int64_t out, bool gelu) {
-        if (gelu)
-          m.alloc(r * out);  // d(pre-GELU)
-        m.alloc(r * in);
-        m.free(p * r * in);
-        m.free(out * in);
-        if (gelu) {
-          m.free(r * out);  // pre-GELU
-          m.free(r * out);
-        }
-      });
+    m.free(r * c);
+  };
+  s.head = [=, &m] {
+    m.alloc(r * c);  // LayerNorm
+    m.alloc(r);
+    m.alloc(r);
+    m.alloc(p * r * c);  // X', W', logits
+    m.alloc(v * c);
+    m.alloc(r * v);
+    m.alloc(r);  // the target's side (int32)
+    m.free(r * c);
+    m.free(r);
+    grid_head_backward(m, r, c, v, linear_dx);
+  };
+  s.block_backward = [=, &m] {
+    grid_block_backward(m, r, c, f, P, drop, linear_dx);
+  };
+  return s;
 }
 
 }  // namespace
 
 bool step_activation_modelled(
     const ModelShape& shape, const ParallelConfig& parallel) {
-  return shape.kind == ModelKind::kGpt && parallel.pp == 1 &&
-         parallel.recompute == Recompute::kNone && parallel.sp == 1;
+  return shape.kind == ModelKind::kGpt && parallel.pp == 1 && parallel.sp == 1;
 }
 
 int64_t step_activation_bytes(
@@ -390,13 +438,11 @@ int64_t step_activation_bytes(
       step_activation_modelled(shape, parallel),
       ConfigError,
       "the plan's step activation model covers the GPT (its token "
-      "embedding and LM head) in one stage without recompute or sequence "
-      "parallelism, not model.kind=",
+      "embedding and LM head) in one stage without sequence parallelism, "
+      "not model.kind=",
       to_string(shape.kind),
       ", parallel.pp=",
       parallel.pp,
-      ", parallel.recompute=",
-      to_string(parallel.recompute),
       ", parallel.sp=",
       parallel.sp);
   int64_t blocks = 0;
@@ -407,13 +453,11 @@ int64_t step_activation_bytes(
   const int tp = shape.tp;
   const bool drop = dropout > 0;
   LiveBytes m;
-  m.add_bytes(blocks * block_activation_bytes(shape, parallel, heads, samples));
+  StepPieces s;
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
     const bool seq = parallel.tp_seq && tp > 1;
     const int64_t n = seq ? divide(N, tp, "tokens") : N;
-    m.alloc(n * C);  // the embedding's output, block 1's input
-    m.free(n * C);   // the last block's y, allocated again below
-    tail_1d(
+    s = pieces_1d(
         m,
         N,
         n,
@@ -425,17 +469,10 @@ int64_t step_activation_bytes(
         tp,
         seq,
         drop);
-    return m.peak();
-  }
-  const int64_t q = shape.tp_side;
-  if (shape.tp_mode == TpMode::k3d) {
+  } else if (shape.tp_mode == TpMode::k3d) {
+    const int64_t q = shape.tp_side;
     const int64_t r = divide(N, q * q, "rows");
-    const int64_t c = C / q, f = F / q;
-    m.alloc(r * c);
-    m.free(r * c);  // the last block's y and fc2's X', W', again below
-    m.free(q * r * f);
-    m.free(c * f);
-    tail_3d(
+    s = pieces_3d(
         m,
         q,
         r,
@@ -444,20 +481,55 @@ int64_t step_activation_bytes(
         V / q,
         (samples / (q * q)) * (heads / q) * T * T,
         drop);
+  } else {
+    const int64_t q = shape.tp_side;
+    const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
+    const int64_t r = divide(N, q * d, "rows");
+    s = pieces_2d(
+        m,
+        r,
+        C / q,
+        F / q,
+        V / q,
+        (samples / (q * d)) * (heads / q) * T * T,
+        drop);
+  }
+  const int64_t block = block_activation_bytes(shape, parallel, heads, samples);
+  const int64_t io = s.tail_saved.front();  // a block's input or output
+  // Up to the last block's fc2: what forward_tail allocates again.
+  const auto before_tail = [&] {
+    for (int64_t e : s.tail_saved)
+      m.free(e);
+  };
+  if (parallel.recompute == Recompute::kNone) {
+    // Every block's forward state, the embedding's output (block 1's
+    // input); then the last block's tail, the head, its backward.
+    m.add_bytes(blocks * block);
+    m.alloc(io);
+    before_tail();
+    s.forward_tail();
+    s.head();
+    s.block_backward();
     return m.peak();
   }
-  const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
-  const int64_t r = divide(N, q * d, "rows");
-  m.alloc(r * C / q);
-  m.free(r * C / q);  // the last block's y, allocated again below
-  tail_2d(
-      m,
-      r,
-      C / q,
-      F / q,
-      V / q,
-      (samples / (q * d)) * (heads / q) * T * T,
-      drop);
+  // Recompute: the forward keeps each block's input and output only (the
+  // embedding's output and the blocks' outputs, the last one the head's
+  // input); each block's saved tensors live while it runs and again from
+  // its recomputed forward through its backward. The last block's is the
+  // largest: every block's input is still held, and its dy.
+  m.alloc(io);
+  for (int64_t k = 1; k < blocks; ++k)
+    m.alloc(io);
+  m.add_bytes(block);
+  before_tail();
+  s.forward_tail();
+  m.sub_bytes(block - static_cast<int64_t>(mem_block_bytes(4 * size_t(io))));
+  s.head();
+  m.add_bytes(block);
+  before_tail();
+  s.forward_tail();
+  m.free(io);  // the recomputed output, unused
+  s.block_backward();
   return m.peak();
 }
 

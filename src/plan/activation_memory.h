@@ -30,7 +30,8 @@
 //
 // Not here: sequence parallelism (parallel.sp > 1: ConfigError; plan/
 // sp_attention_cost.h has its cores' peaks), recompute, the input layer,
-// the head, and the gradients of backward.
+// the head, and the gradients of backward (step_activation_bytes has the
+// last four).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,7 @@ int64_t block_activation_bytes(
     int64_t samples);
 
 // Whether step_activation_bytes covers the layout: the GPT, one stage, no
-// recompute, no sequence parallelism.
+// sequence parallelism.
 bool step_activation_modelled(
     const ModelShape& shape, const ParallelConfig& parallel);
 
@@ -66,6 +67,10 @@ bool step_activation_modelled(
 // block's forward state and the embedding's output, then the LM head's
 // forward and backward and the last block's backward, tensor by tensor in
 // the order the layers allocate and free them; the largest live sum.
+// Under parallel.recompute=block the forward holds only the embedding's
+// and every block's output, and the last block's forward state lives
+// while that block runs forward, then again from its recomputed forward
+// (after the LM head) through its backward.
 int64_t step_activation_bytes(
     const ModelShape& shape,
     const ParallelConfig& parallel,

@@ -134,25 +134,24 @@ StepComm step_comm(
   pl.schedule = p.schedule;
   pl.split = p.pp_split;
   pl.recompute = p.recompute == Recompute::kBlock;
-  if (p.pp > 1) {
+  if (p.pp > 1)
     held = held_modules(shape, pl, pp_rank);
-    for (int m = 0; m < shape.num_modules(); ++m) {
-      if (!held[m])
-        continue;
-      const GroupPasses v = module_comm(m);
-      add(s, v, p.microbatches, false);
-      if (pl.recompute && m > 0 && m < shape.head())
-        add(s, v, p.microbatches, true);
-    }
+  // Under recompute every block's forward runs again in backward.
+  for (int m = 0; m < shape.num_modules(); ++m) {
+    if (!held[m])
+      continue;
+    const GroupPasses v = module_comm(m);
+    add(s, v, p.microbatches, false);
+    if (pl.recompute && m > 0 && m < shape.head())
+      add(s, v, p.microbatches, true);
+  }
+  if (p.pp > 1) {
     // Stages exchange the mode's block of each boundary activation (sp:
     // of my tokens').
     const int mode_split = p.tp_mode == TpMode::k1d && !p.tp_seq ? 1 : p.tp;
     const int split = p.sp * mode_split;
     s.groups["pp"] += pipeline_p2p_comm(shape, pl, pp_rank, mbs, split);
     s.groups["pp"].add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
-  } else {
-    for (int m = 0; m < shape.num_modules(); ++m)
-      add(s, module_comm(m), p.microbatches, false);
   }
 
   // The gradients' sync over the replicas: dp and the mode's replica axes

@@ -98,16 +98,17 @@ TEST(ConfigPipeline, ValidPipelineLoads) {
 }
 
 TEST(ConfigPipeline, PipelineKeysNeedAPipeline) {
-  for (const char* key :
-       {"parallel.pp_chunks=2",
-        "parallel.pp_split=[1, 1]",
-        "parallel.recompute=block"}) {
+  for (const char* key : {"parallel.pp_chunks=2", "parallel.pp_split=[1, 1]"}) {
     SCOPED_TRACE(key);
     expect_has(
         override_error({key}),
-        {"parallel.pp_chunks, parallel.pp_split and parallel.recompute need "
-         "a pipeline (parallel.pp > 1)"});
+        {"parallel.pp_chunks and parallel.pp_split need a pipeline "
+         "(parallel.pp > 1)"});
   }
+  // Recompute serves any layout.
+  EXPECT_EQ(
+      load_config("", {"parallel.recompute=block"}).parallel.recompute,
+      Recompute::kBlock);
 }
 
 TEST(ConfigPipeline, ChunksNeedInterleavedSchedule) {

@@ -13,7 +13,8 @@
 // Covered: 1D tensor parallel (ViT, GPT; tp 2 and 4; with and without
 // tp_seq; LAMB's sharded trust ratios), 2D (tp=4), 2.5D (tp=8, d=2) and 3D
 // (tp=8) on the GPT and the ViT (class token and mean pooling), with LAMB,
-// dp=2 and pp=2 with recompute, sequence parallelism (each attention core
+// dp=2 and pp=2 with recompute, recompute without a pipeline (1D, 2D,
+// sequence parallelism), sequence parallelism (each attention core
 // at sp 2 and 4, the ViT's pooling head, with dp=2 and with pp=2; Ulysses
 // inside 1D tensor parallelism, alone and in dp2 x pp2 x tp2 x sp2; each
 // core inside 1D with tp_seq, alone and in dp2 x pp2 x tp2 x sp2; each
@@ -239,6 +240,19 @@ std::vector<Case> cases() {
       {"vit_tp2_seq_microbatches2",
        &kVit,
        {"parallel.tp=2", "parallel.tp_seq=true", "parallel.microbatches=2"}});
+  // Recompute without a pipeline: each block's forward collectives twice.
+  out.push_back(
+      {"gpt_tp2_seq_recompute",
+       &kGpt,
+       {"parallel.tp=2", "parallel.tp_seq=true", "parallel.recompute=block"}});
+  out.push_back(
+      {"vit_tp4_2d_recompute",
+       &kVit,
+       {"parallel.tp=4", "parallel.tp_mode=2d", "parallel.recompute=block"}});
+  out.push_back(
+      {"gpt_sp2_ring_recompute",
+       &kGpt,
+       {"parallel.sp=2", "parallel.recompute=block"}});
   // Distributed data parallel; 0.01 MiB buckets cut the model into several.
   out.push_back({"mlp_dp2", &kMlp, {"parallel.dp=2"}});
   out.push_back(

@@ -9,6 +9,11 @@
 #                     whose measured times differ by more than 3%
 #   pick_regret=X     measured time of the planner's pick / the fastest
 #                     measured layout - 1 (0: the pick was the fastest)
+#   max_acts_error_mib=X  the largest difference between the plan's
+#                     activation peak per rank and the largest measured
+#                     (act_peak_mib), over the layouts whose peak the plan
+#                     models (the GPT in one stage without sequence
+#                     parallelism; with and without recompute)
 # The plan is calibrated in the same run: from a 1-rank `ndtrain bench` of
 # the model, one rank's GFLOP/s (flops_per_step / (step time - the
 # optimizer step)) and the update's time per parameter (update_ms /
@@ -90,6 +95,7 @@ pick=$(sed -n 's/^pick_overrides=//p' <<<"$plan")
 results=()
 while read -r line; do
   predicted=$(field step_ms "$line"); overrides=$(field overrides "$line")
+  acts=$(field acts_mib "$line")
   if [[ $ZERO0 == 1 && $overrides =~ parallel\.zero=[1-9] ]]; then continue; fi
   flat=$predicted
   if ((HOSTS > 1)); then
@@ -101,8 +107,9 @@ while read -r line; do
         -c "$CFG" train.threads=1 ${overrides//,/ } --iters "$ITERS" \
         --warmup "$WARMUP" < /dev/null | grep '^bench ')
   measured=$(field median_ms "$got")
-  echo "measured $measured ms, predicted $predicted ms: $overrides"
-  results+=("$predicted $measured $overrides $flat")
+  peak=$(field act_peak_mib "$got" | tr ',' '\n' | sort -g | tail -1)
+  echo "measured $measured ms, predicted $predicted ms; activations measured $peak MiB, predicted $acts: $overrides"
+  results+=("$predicted $measured $overrides $flat $acts $peak")
 done < <(grep '^plan_layout ' <<<"$plan")
 one_host_pick=$pick
 if ((HOSTS > 1)); then one_host_pick=$(sed -n 's/^pick_overrides=//p' <<<"$one_host"); fi
@@ -112,9 +119,11 @@ import sys
 rows = [l.split() for l in sys.stdin if l.strip()]
 pred = [float(r[0]) for r in rows]; meas = [float(r[1]) for r in rows]
 names = [r[2] for r in rows]; flat = [float(r[3]) for r in rows]
-print(f\"{'predicted_ms':>12} {'measured_ms':>12} {'ratio':>6}  layout\")
-for p, m, n in sorted(zip(pred, meas, names), key=lambda x: x[1]):
-    print(f'{p:12.1f} {m:12.1f} {m / p:6.2f}  {n}')
+acts = [(float(r[4]), float(r[5])) for r in rows]
+print(f\"{'predicted_ms':>12} {'measured_ms':>12} {'ratio':>6} {'acts_mib':>9} {'measured':>9}  layout\")
+for p, m, n, (a, am) in sorted(zip(pred, meas, names, acts), key=lambda x: x[1]):
+    shown = f'{a:9.2f}' if a >= 0 else f\"{'-':>9}\"
+    print(f'{p:12.1f} {m:12.1f} {m / p:6.2f} {shown} {am:9.2f}  {n}')
 def agreement(pred):
     agree = total = 0
     for i in range(len(rows)):
@@ -131,6 +140,9 @@ def regret(pick, pred):
     return f'{meas[i] / min(meas) - 1:.3f} (pick {names[i]})'
 print(f'rank_agreement={agreement(pred)}')
 print(f'pick_regret={regret(\"$pick\", pred)}')
+modelled = [abs(a - am) for a, am in acts if a >= 0]
+if modelled:
+    print(f'max_acts_error_mib={max(modelled):.2f} over {len(modelled)} layouts')
 if $HOSTS > 1:
     print(f'rank_agreement_one_host={agreement(flat)}')
     print(f'pick_regret_one_host={regret(\"$one_host_pick\", flat)}')

@@ -348,15 +348,15 @@ int cmd_plan(const PlanArgs& a) {
   m.ranks_per_host = a.ranks_per_host;
   m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
   m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
-  SerialBuilder builder;  // keeps no module: only the FLOP count is read
-  const double flops_per_sample =
-      make_model(base.model, builder, keep_no_module)->flops_per_sample;
+  SerialBuilder builder;  // keeps no module: only the FLOP counts are read
+  const std::unique_ptr<Model> model =
+      make_model(base.model, builder, keep_no_module);
   int rejected = 0;
   const std::vector<LayoutCost> all = search_layouts(
       a.config.file,
       a.config.overrides,
       a.ranks,
-      flops_per_sample,
+      {model->flops_per_sample, model->recompute_flops_per_sample},
       m,
       &rejected);
   const std::string hosts = a.ranks_per_host > 0
@@ -461,10 +461,12 @@ int cmd_plan(const PlanArgs& a) {
       out += (out.empty() ? "" : ",") + o;
     return out;
   };
+  // acts_mib: the activation peak per rank, -1 where not modelled.
   for (int i = 0; i < std::min<int>(a.top, static_cast<int>(all.size())); ++i)
     std::printf(
-        "plan_layout step_ms=%.3f overrides=%s\n",
+        "plan_layout step_ms=%.3f acts_mib=%.2f overrides=%s\n",
         all[i].step_s * 1e3,
+        all[i].act_bytes < 0 ? -1.0 : all[i].act_bytes / double(1 << 20),
         joined(all[i]).c_str());
   std::printf(
       "pick: %s (predicted %.2f ms per step)\npick_overrides=%s\n",

@@ -135,6 +135,8 @@ std::string describe(const Config& c) {
     part("sp=" + std::to_string(p.sp));
   if (p.zero > 0)
     part("zero=" + std::to_string(p.zero));
+  if (p.recompute == Recompute::kBlock)
+    part("recompute");
   return s.empty() ? "serial" : s;
 }
 
@@ -177,6 +179,11 @@ std::vector<std::vector<std::string>> layout_candidates(
   NDT_CHECK(ranks >= 1, ConfigError, "ranks must be >= 1, got ", ranks);
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
+  // Recompute where the plan shows what it saves (step_activation_bytes:
+  // the GPT in one stage without sequence parallelism), unless the user
+  // chose it for every layout.
+  const bool try_recompute = base.model.kind == ModelKind::kGpt &&
+                             base.parallel.recompute == Recompute::kNone;
   for (int dp : divisors(ranks)) {
     for (int pp : divisors(ranks / dp)) {
       for (int tp : divisors(ranks / dp / pp)) {
@@ -208,6 +215,10 @@ std::vector<std::vector<std::string>> layout_candidates(
                 l.push_back("parallel.tp=1");
               l.insert(l.end(), mode.begin(), mode.end());
               out.push_back(l);
+              if (try_recompute && pp == 1 && sp == 1) {
+                l.push_back("parallel.recompute=block");
+                out.push_back(l);
+              }
             }
           }
         }
@@ -218,14 +229,15 @@ std::vector<std::vector<std::string>> layout_candidates(
 }
 
 LayoutCost layout_cost(
-    const Config& config, double flops_per_sample, const MachineCost& m) {
+    const Config& config, const ModelFlops& model, const MachineCost& m) {
   NDT_CHECK(m.gflops > 0, ConfigError, "the machine's GFLOP/s must be > 0");
   const ParallelConfig& p = config.parallel;
   const int ranks = p.dp * p.pp * p.tp * p.sp;
   LayoutCost c;
   c.name = describe(config);
-  const double flops =
-      flops_per_sample * static_cast<double>(config.train.batch_size);
+  const bool recompute = p.recompute == Recompute::kBlock;
+  const double flops = (model.train + (recompute ? model.recompute : 0)) *
+                       static_cast<double>(config.train.batch_size);
   double busy = 1;
   if (p.pp > 1) {
     const ScheduleReport r =
@@ -244,11 +256,13 @@ LayoutCost layout_cost(
     products_s += m.ring_extra_s * config.model.depth / p.pp * samples /
                   (p.sp * mode->head_split()) / busy;
   }
-  // The gradient sync overlaps backward (two thirds of the compute): the
+  // The gradient sync overlaps backward (two thirds of the compute, three
+  // quarters with the forward it runs again under recompute): the
   // step's last micro-batch's only, but under stages 2 and 3 every
   // micro-batch's (each reduces), and under stage 3 also the forwards
   // (the gathers).
   const double busy_s = products_s * busy;
+  const double forward_share = recompute ? 1.0 / 4 : 1.0 / 3;
   // A group with ranks on two hosts moves at the hosts' link.
   auto link_of = [&](const std::string& group) -> const LinkCost& {
     return spans_hosts(group, config, m.ranks_per_host) ? m.host_link : m.link;
@@ -256,9 +270,9 @@ LayoutCost layout_cost(
   const LinkCost& sync_link = link_of(grad_sync_group(config));
   const double window = m.comm_on_cores ? 0
                         : p.zero == 3   ? busy_s
-                        : p.zero == 2
-                            ? 2.0 / 3.0 * busy_s
-                            : 2.0 / 3.0 * busy_s / std::max(p.microbatches, 1);
+                        : p.zero == 2   ? (1 - forward_share) * busy_s
+                                        : (1 - forward_share) * busy_s /
+                                            std::max(p.microbatches, 1);
   const int sync_ranks = grad_sync_ranks(config);
   const double bucket_bytes = p.bucket_mb * (1 << 20);
   c.step_s = -1;
@@ -300,7 +314,7 @@ LayoutCost layout_cost(
       const double forward_window =
           m.comm_on_cores || !p.defer_broadcast
               ? 0
-              : busy_s / 3 / std::max(p.microbatches, 1);
+              : forward_share * busy_s / std::max(p.microbatches, 1);
       const double exposed =
           std::max(
               comm_seconds(tail, sync_ranks, sync_link),
@@ -331,7 +345,7 @@ std::vector<LayoutCost> search_layouts(
     const std::string& yaml_path,
     const std::vector<std::string>& overrides,
     int ranks,
-    double flops_per_sample,
+    const ModelFlops& flops,
     const MachineCost& m,
     int* rejected) {
   const Config base = load_config(yaml_path, overrides);
@@ -343,8 +357,7 @@ std::vector<LayoutCost> search_layouts(
     // The config's checks, then the plan formulas' own (the heads and
     // widths over the mode's ranks).
     try {
-      LayoutCost cost =
-          layout_cost(load_config(yaml_path, all), flops_per_sample, m);
+      LayoutCost cost = layout_cost(load_config(yaml_path, all), flops, m);
       cost.overrides = l;
       out.push_back(std::move(cost));
     } catch (const ConfigError&) {

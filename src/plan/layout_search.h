@@ -17,10 +17,17 @@
 // plus the activation peak where the plan models it (the GPT on one
 // stage: step_activation_bytes), else unknown.
 //
+// Under recompute the activations are modelled too (step_activation_
+// bytes), so the candidates of the GPT in one stage without sequence
+// parallelism come with and without parallel.recompute=block (unless the
+// user set it: then all recompute).
+//
 // Step time, per rank:
-//   compute  = flops of the step / ranks / gflops, divided by the share
+//   compute  = flops of the step (with recompute's: the blocks' forward
+//              again) / ranks / gflops, divided by the share
 //              of the time the pipeline's schedule keeps a rank busy
-//              (verify_schedule with backward = 2 forwards), plus the
+//              (verify_schedule with backward = 2 forwards; 1F1B's share
+//              is the same at 3, under recompute), plus the
 //              optimizer's update: the parameters the rank updates (its
 //              local parameters; under ZeRO those of its buckets: the
 //              elements rank_memory gives optimizer state) times
@@ -40,13 +47,15 @@
 //              alpha + bytes beta (a receive is the sender's cost);
 //   step     = compute + comm not hidden. The gradient sync's own volume
 //              (StepComm::grad_sync: buckets, ZeRO's reduces and
-//              gathers) overlaps backward (the step's last micro-batch's;
+//              gathers) overlaps backward (two thirds of a micro-batch's
+//              compute, three quarters under recompute; the step's last
+//              micro-batch's;
 //              stage 2 every micro-batch's; stage 3 the whole compute)
 //              and counts beyond it, and at least one bucket's reduce (it
 //              starts when backward ends); stages 1 and 2 broadcast the
 //              updated values after the compute, in full, or with
 //              parallel.defer_broadcast beyond the next step's first
-//              forward (a third of a micro-batch's compute). On two
+//              forward (the rest of a micro-batch's compute). On two
 //              ranks ZeRO's reduces and broadcasts count half their
 //              bytes: the owners, balanced by size, each use a lane of
 //              the group, so the two directions of the link carry half
@@ -64,8 +73,8 @@
 // is the layout's step. Not modelled: smaller products running slower
 // under tensor parallelism, the work 1D tensor parallelism repeats on
 // every rank outside its sequence-split regions (norms, residuals), the
-// rsa and Ulysses cores' own overhead, recompute's extra forward, ranks
-// contending for one host's memory bandwidth.
+// rsa and Ulysses cores' own overhead, ranks contending for one host's
+// memory bandwidth.
 #pragma once
 
 #include <cstdint>
@@ -98,6 +107,13 @@ struct MachineCost {
   LinkCost host_link;
 };
 
+// The model's training FLOPs per sample (Model::flops_per_sample) and
+// what parallel.recompute=block adds (recompute_flops_per_sample).
+struct ModelFlops {
+  double train = 0;
+  double recompute = 0;
+};
+
 struct LayoutCost {
   std::vector<std::string> overrides;  // "parallel.dp=2", ...
   std::string name;                    // "dp=2 tp=2 (1d) zero=1"
@@ -117,14 +133,13 @@ double comm_seconds(const CommVolume& v, int ranks, const LinkCost& link);
 
 // The layout overrides to try for `ranks` ranks of `base` (not yet
 // checked): dp, pp (and micro-batches), tp, tp_mode, tp_depth, tp_seq,
-// sp, zero.
+// sp, zero, recompute.
 std::vector<std::vector<std::string>> layout_candidates(
     const Config& base, int ranks);
 
-// The cost of one accepted config; `flops_per_sample`: the model's
-// training FLOPs per sample.
+// The cost of one accepted config.
 LayoutCost layout_cost(
-    const Config& config, double flops_per_sample, const MachineCost& m);
+    const Config& config, const ModelFlops& flops, const MachineCost& m);
 
 // Every candidate load_config(yaml_path, overrides + candidate) accepts,
 // costed, fastest step first (ties: less memory). `rejected` (if given)
@@ -133,7 +148,7 @@ std::vector<LayoutCost> search_layouts(
     const std::string& yaml_path,
     const std::vector<std::string>& overrides,
     int ranks,
-    double flops_per_sample,
+    const ModelFlops& flops,
     const MachineCost& m,
     int* rejected = nullptr);
 

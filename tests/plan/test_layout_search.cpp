@@ -10,6 +10,8 @@
 #include <set>
 
 #include "base/error.h"
+#include "parallel/pipeline/schedules.h"
+#include "parallel/pipeline/verify.h"
 #include "plan/layout_search.h"
 #include "plan/rank_memory.h"
 
@@ -100,7 +102,7 @@ TEST(LayoutSearch, AFreeLinkLeavesComputeAndTheBubble) {
   MachineCost m;
   m.gflops = 100;  // link: alpha = beta = 0
   int rejected = -1;
-  const auto all = search_layouts(kGpt, {}, 4, 1e9, m, &rejected);
+  const auto all = search_layouts(kGpt, {}, 4, {1e9}, m, &rejected);
   ASSERT_FALSE(all.empty());
   EXPECT_GT(rejected, 0);  // e.g. tp=4 in 3d: 4 is not a cube
   // Every layout without a pipeline runs the same compute: 16 samples x
@@ -136,8 +138,8 @@ TEST(LayoutSearch, ASlowLinkFavoursTheLayoutsThatCommunicateLeast) {
   fast.gflops = slow.gflops = 100;
   fast.link = {1e-6, 1e-10};
   slow.link = {1e-3, 1e-7};
-  const auto f = search_layouts(kGpt, {}, 2, 1e9, fast, nullptr);
-  const auto s = search_layouts(kGpt, {}, 2, 1e9, slow, nullptr);
+  const auto f = search_layouts(kGpt, {}, 2, {1e9}, fast, nullptr);
+  const auto s = search_layouts(kGpt, {}, 2, {1e9}, slow, nullptr);
   // Tensor parallelism exchanges activations in every layer; with a slow
   // link it falls behind data parallelism (whose sync also overlaps the
   // backward) and the pipeline (one activation per micro-batch).
@@ -165,7 +167,7 @@ TEST(LayoutSearch, AccumulationShortensTheSyncsWindow) {
              "parallel.bucket_mb=0.01",
              "parallel.microbatches=" + std::to_string(microbatches),
              "parallel.zero=" + std::to_string(zero)}),
-        2e6,  // 16 x 2 MFLOP / 2 ranks / 1 GFLOP/s: 16 ms of compute
+        {2e6},  // 16 x 2 MFLOP / 2 ranks / 1 GFLOP/s: 16 ms of compute
         m);
   };
   const LayoutCost one = cost(1, 0), four = cost(4, 0), four2 = cost(4, 2);
@@ -204,7 +206,7 @@ TEST(LayoutSearch, DeferredBroadcastsHideBehindTheNextForward) {
              "parallel.zero=" + std::to_string(zero),
              std::string("parallel.defer_broadcast=") +
                  (defer ? "true" : "false")}),
-        2e6,  // 16 ms of compute per rank, 5.3 ms of it the forward
+        {2e6},  // 16 ms of compute per rank, 5.3 ms of it the forward
         m);
   };
   for (int zero : {1, 2}) {
@@ -239,7 +241,7 @@ TEST(LayoutSearch, TwoOwnersUseBothDirectionsOfTheLink) {
                    kGpt,
                    {"parallel.dp=" + std::to_string(dp),
                     "parallel.zero=" + std::to_string(zero)}),
-               2e6,
+               {2e6},
                m)
         .sync_comm_s;
   };
@@ -269,7 +271,7 @@ TEST(LayoutSearch, GroupsOnTwoHostsUseTheHostLink) {
   hosts.host_link = slow.link;
   const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
   auto at = [&](const MachineCost& m) {
-    return search_layouts(kGpt, buckets, 4, 1e9, m, nullptr);
+    return search_layouts(kGpt, buckets, 4, {1e9}, m, nullptr);
   };
   const auto f = at(fast), sl = at(slow), h = at(hosts);
   for (const char* n : {"dp=4", "sp=4"})
@@ -316,11 +318,11 @@ TEST(LayoutSearch, GroupsOnTwoHostsUseTheHostLink) {
 TEST(LayoutSearch, TheRingCoreAddsItsExtraToEachRanksCompute) {
   MachineCost m;
   m.gflops = 100;  // link: alpha = beta = 0
-  const auto plain = search_layouts(kGpt, {}, 4, 1e9, m, nullptr);
+  const auto plain = search_layouts(kGpt, {}, 4, {1e9}, m, nullptr);
   m.ring_extra_s = 1e-3;
-  const auto ring = search_layouts(kGpt, {}, 4, 1e9, m, nullptr);
+  const auto ring = search_layouts(kGpt, {}, 4, {1e9}, m, nullptr);
   const auto ulysses = search_layouts(
-      kGpt, {"parallel.sp_attention=ulysses"}, 4, 1e9, m, nullptr);
+      kGpt, {"parallel.sp_attention=ulysses"}, 4, {1e9}, m, nullptr);
   auto extra = [&](const std::vector<LayoutCost>& v, const std::string& n) {
     return find(v, n).compute_s - find(plain, n).compute_s;
   };
@@ -338,7 +340,7 @@ TEST(LayoutSearch, TheRingCoreAddsItsExtraToEachRanksCompute) {
   EXPECT_EQ(extra(ring, "tp=4 (2d)"), 0);
   m.ring_extra_s = 0;
   const auto ulysses0 = search_layouts(
-      kGpt, {"parallel.sp_attention=ulysses"}, 4, 1e9, m, nullptr);
+      kGpt, {"parallel.sp_attention=ulysses"}, 4, {1e9}, m, nullptr);
   EXPECT_EQ(
       find(ulysses, "dp=2 sp=2").compute_s,
       find(ulysses0, "dp=2 sp=2").compute_s);
@@ -350,7 +352,7 @@ TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
   // Six blocks: the slots of stages 2 and 3 hold less than the model.
   const std::vector<std::string> six = {
       "parallel.bucket_mb=0.01", "model.depth=6"};
-  const auto all = search_layouts(kGpt, six, 4, 1e9, m, nullptr);
+  const auto all = search_layouts(kGpt, six, 4, {1e9}, m, nullptr);
   int64_t last = 0;
   for (int z = 0; z <= 3; ++z) {
     const LayoutCost& c =
@@ -389,7 +391,7 @@ TEST(LayoutSearch, TheUpdateCostsEachRankTheParametersItUpdates) {
   m.gflops = 100;  // link: alpha = beta = 0
   m.update_s_per_param = 1e-9;
   const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
-  const auto all = search_layouts(kGpt, buckets, 2, 1e9, m, nullptr);
+  const auto all = search_layouts(kGpt, buckets, 2, {1e9}, m, nullptr);
   const double products_s = 16 * 1e9 / 2 / 100e9;
   // Each layout's update: the elements its largest rank keeps optimizer
   // state for (AdamW: two per parameter), at 1 ns each.
@@ -431,7 +433,7 @@ TEST(LayoutSearch, TheUpdateCostsEachRankTheParametersItUpdates) {
   EXPECT_LT(tp.step_s, dp.step_s);
   // Without the rate the update counts nothing.
   m.update_s_per_param = 0;
-  const auto none = search_layouts(kGpt, buckets, 2, 1e9, m, nullptr);
+  const auto none = search_layouts(kGpt, buckets, 2, {1e9}, m, nullptr);
   EXPECT_EQ(find(none, "dp=2").update_s, 0);
   EXPECT_NEAR(find(none, "dp=2").step_s, products_s, 1e-12);
 }
@@ -444,8 +446,8 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
   hidden.link = cores.link = {1e-6, 1e-9};
   cores.comm_on_cores = true;
   const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
-  const auto h = search_layouts(kGpt, buckets, 4, 2e6, hidden, nullptr);
-  const auto c = search_layouts(kGpt, buckets, 4, 2e6, cores, nullptr);
+  const auto h = search_layouts(kGpt, buckets, 4, {2e6}, hidden, nullptr);
+  const auto c = search_layouts(kGpt, buckets, 4, {2e6}, cores, nullptr);
   ASSERT_EQ(h.size(), c.size());
   int hid = 0;
   for (const LayoutCost& x : c) {
@@ -461,6 +463,71 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
   EXPECT_GT(hid, 10);
   const LayoutCost& dp = find(h, "dp=4");
   EXPECT_LT(dp.step_s, dp.compute_s + dp.sync_comm_s - 1e-6);
+}
+
+// Recompute is offered where the plan models the activations it saves
+// (the GPT in one stage without sequence parallelism): it adds the
+// blocks' forward to the compute and holds less; chosen by the user, it
+// holds for every layout, pipelines included.
+TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
+  const auto offered = [](const std::vector<std::vector<std::string>>& c) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& l : c) {
+      if (std::find(l.begin(), l.end(), "parallel.recompute=block") != l.end())
+        out.push_back(l);
+    }
+    return out;
+  };
+  const auto rc = offered(layout_candidates(load_config(kGpt, {}), 4));
+  EXPECT_FALSE(rc.empty());
+  for (const auto& l : rc) {
+    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.pp=1"), l.end());
+    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.sp=1"), l.end());
+  }
+  EXPECT_TRUE(offered(layout_candidates(
+                          load_config(kGpt, {"parallel.recompute=block"}), 4))
+                  .empty());
+  EXPECT_TRUE(
+      offered(
+          layout_candidates(
+              load_config(
+                  std::string(NDT_SOURCE_DIR) + "/configs/verify/vit.yaml", {}),
+              4))
+          .empty());
+
+  MachineCost m;
+  m.gflops = 100;  // a free link
+  const ModelFlops flops{1e9, 0.25e9};
+  const auto all = search_layouts(kGpt, {}, 2, flops, m, nullptr);
+  for (const char* n : {"dp=2", "tp=2 (1d)", "tp=2 (1d, seq)"}) {
+    SCOPED_TRACE(n);
+    const LayoutCost& plain = find(all, n);
+    const LayoutCost& again = find(all, std::string(n) + " recompute");
+    // 16 samples x 0.25 GFLOP / 2 ranks / 100 GFLOP/s.
+    EXPECT_NEAR(
+        again.compute_s - plain.compute_s, 16 * 0.25e9 / 2 / 100e9, 1e-12);
+    EXPECT_EQ(again.state_bytes, plain.state_bytes);
+    EXPECT_GT(again.act_bytes, 0);
+    EXPECT_LT(again.act_bytes, plain.act_bytes);
+  }
+  EXPECT_FALSE(names(all).count("sp=2 recompute"));
+  // Chosen by the user: every layout recomputes, pipelines included.
+  const auto chosen =
+      search_layouts(kGpt, {"parallel.recompute=block"}, 2, flops, m, nullptr);
+  for (const LayoutCost& c : chosen)
+    EXPECT_NE(c.name.find("recompute"), std::string::npos) << c.name;
+  // 1F1B's idle share is the same with a backward of 3 forwards as of 2.
+  const LayoutCost& pipe = find(chosen, "pp=2 (microbatches=4) recompute");
+  const double bubble =
+      verify_schedule(make_schedule(PipeSchedule::kOneFOneB, 2, 4)).bubble;
+  EXPECT_DOUBLE_EQ(
+      bubble,
+      verify_schedule(make_schedule(PipeSchedule::kOneFOneB, 2, 4), 1, 3)
+          .bubble);
+  EXPECT_NEAR(
+      pipe.compute_s - pipe.update_s,
+      16 * 1.25e9 / 2 / 100e9 / (1 - bubble),
+      1e-12);
 }
 
 }  // namespace

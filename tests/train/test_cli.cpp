@@ -160,6 +160,17 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
                     "0.01: the smallest, "),
       std::string::npos)
       << r.output;
+  // One rank: the serial step needs 3.4 MiB (0.5 state, 2.9 activations),
+  // with recompute 1.8; a limit between them picks recompute.
+  const std::string one = "plan -c " + cfg("verify/gpt.yaml") +
+                          " --ranks 1 --gflops 100 --update-ns-per-param 1";
+  r = ndtrain(one);
+  EXPECT_NE(r.output.find("\npick: serial "), std::string::npos) << r.output;
+  r = ndtrain(one + " --memory-mib 2.5");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\npick: recompute "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(",parallel.recompute=block\n"), std::string::npos)
+      << r.output;
   r = ndtrain("plan -c " + cfg("verify/gpt.yaml"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--ranks"), std::string::npos) << r.output;

@@ -265,6 +265,12 @@ TrainSummary run_training(
       out << " " << n;
     out << (dp > 1 ? "; data parallel x" + std::to_string(dp) : "") << "\n";
   }
+  if (pp == 1 && config.parallel.recompute == Recompute::kBlock) {
+    out << "ndtrain: recompute block: each block keeps only its input and "
+           "runs its forward again in backward (+"
+        << model.recompute_flops_per_sample * B / 1e9
+        << " GFLOP per step, not in MFU)\n";
+  }
   if (config.parallel.tp > 1) {
     const ParallelConfig& p = config.parallel;
     const TensorParallelMode& mode = engine.tensor_parallel_mode();

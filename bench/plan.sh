@@ -9,9 +9,6 @@
 #                     whose measured times differ by more than 3%
 #   pick_regret=X     measured time of the planner's pick / the fastest
 #                     measured layout - 1 (0: the pick was the fastest)
-#   rank_agreement_flat_products=, pick_regret_flat_products=  the same
-#                     two for the plan without the products' slowdown on
-#                     a rank's fewer rows (ndtrain plan --flat-products)
 #   max_acts_error_mib=X  the largest difference between the plan's
 #                     activation peak per rank and the largest measured
 #                     (act_peak_mib), over the layouts whose peak the plan
@@ -93,15 +90,12 @@ if ((HOSTS > 1)); then
   launch=("$state/mpirun" --allow-run-as-root --bind-to none -np "$RANKS")
 fi
 plan=$(build/ndtrain plan "${plan_args[@]}")
-flat_plan=$(build/ndtrain plan "${plan_args[@]}" --flat-products)
 echo "$plan" | grep -v '^plan_layout '
 pick=$(sed -n 's/^pick_overrides=//p' <<<"$plan")
 results=()
 while read -r line; do
   predicted=$(field step_ms "$line"); overrides=$(field overrides "$line")
   acts=$(field acts_mib "$line")
-  flatp=$(grep "^plan_layout .*overrides=$overrides\( \|$\)" <<<"$flat_plan" |
-          sed -n 's/.* step_ms=\([^ ]*\).*/\1/p')
   if [[ $ZERO0 == 1 && $overrides =~ parallel\.zero=[1-9] ]]; then continue; fi
   flat=$predicted
   if ((HOSTS > 1)); then
@@ -115,10 +109,9 @@ while read -r line; do
   measured=$(field median_ms "$got")
   peak=$(field act_peak_mib "$got" | tr ',' '\n' | sort -g | tail -1)
   echo "measured $measured ms, predicted $predicted ms; activations measured $peak MiB, predicted $acts: $overrides"
-  results+=("$predicted $measured $overrides $flat $acts $peak $flatp")
+  results+=("$predicted $measured $overrides $flat $acts $peak")
 done < <(grep '^plan_layout ' <<<"$plan")
 one_host_pick=$pick
-flat_pick=$(sed -n 's/^pick_overrides=//p' <<<"$flat_plan")
 if ((HOSTS > 1)); then one_host_pick=$(sed -n 's/^pick_overrides=//p' <<<"$one_host"); fi
 
 printf '%s\n' "${results[@]}" | /usr/bin/python3 -c "
@@ -127,7 +120,6 @@ rows = [l.split() for l in sys.stdin if l.strip()]
 pred = [float(r[0]) for r in rows]; meas = [float(r[1]) for r in rows]
 names = [r[2] for r in rows]; flat = [float(r[3]) for r in rows]
 acts = [(float(r[4]), float(r[5])) for r in rows]
-flatp = [float(r[6]) for r in rows]
 print(f\"{'predicted_ms':>12} {'measured_ms':>12} {'ratio':>6} {'acts_mib':>9} {'measured':>9}  layout\")
 for p, m, n, (a, am) in sorted(zip(pred, meas, names, acts), key=lambda x: x[1]):
     shown = f'{a:9.2f}' if a >= 0 else f\"{'-':>9}\"
@@ -148,8 +140,6 @@ def regret(pick, pred):
     return f'{meas[i] / min(meas) - 1:.3f} (pick {names[i]})'
 print(f'rank_agreement={agreement(pred)}')
 print(f'pick_regret={regret(\"$pick\", pred)}')
-print(f'rank_agreement_flat_products={agreement(flatp)}')
-print(f'pick_regret_flat_products={regret(\"$flat_pick\", flatp)}')
 modelled = [abs(a - am) for a, am in acts if a >= 0]
 if modelled:
     print(f'max_acts_error_mib={max(modelled):.2f} over {len(modelled)} layouts')

@@ -9,8 +9,8 @@
 //   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--memory-mib M]
 //                [--top K] [--gflops G] [--update-ns-per-param U]
 //                [--link-alpha-us A] [--link-gbps B] [--comm-on-cores]
-//                [--flat-products] [--ranks-per-host H
-//                 [--host-link-alpha-us A] [--host-link-gbps B]]
+//                [--ranks-per-host H [--host-link-alpha-us A]
+//                 [--host-link-gbps B]]
 //
 // The only place that catches ndt::Error: it prints "[rank r] error:
 // <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
@@ -47,7 +47,6 @@
 #include "tensor/memory.h"
 #include "train/factory.h"
 #include "train/peak.h"
-#include "train/product_rate.h"
 #include "train/ring_core_cost.h"
 #include "train/step_bench.h"
 #include "train/trainer.h"
@@ -68,7 +67,7 @@ constexpr const char* kUsage =
     "  ndtrain peak [--threads N]\n"
     "  ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N "
     "[--memory-mib M] [--top K] [--gflops G] [--update-ns-per-param U] "
-    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores] [--flat-products] "
+    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores] "
     "[--ranks-per-host H [--host-link-alpha-us A] [--host-link-gbps B]]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
     "naive|gpipe|1f1b|interleaved [--chunks V]\n"
@@ -311,7 +310,6 @@ struct PlanArgs {
   double link_alpha_us = 2.0;
   double link_gbps = 7.5;
   bool comm_on_cores = false;
-  bool flat_products = false;  // no slowdown of products on fewer rows
   // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
   // unless told.
   int ranks_per_host = 0;
@@ -339,11 +337,6 @@ int cmd_plan(const PlanArgs& a) {
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   m.comm_on_cores = a.comm_on_cores;
-  // The products' rate on a rank's rows against one rank's whole batch,
-  // measured here for each rows value a candidate needs.
-  const int64_t batch_rows = base.train.batch_size * model_tokens(base.model);
-  if (!a.flat_products)
-    m.product_slowdown = ProductSlowdown(base.model, batch_rows);
   NDT_CHECK(
       a.ranks_per_host == 0 || a.ranks % a.ranks_per_host == 0,
       ConfigError,
@@ -384,19 +377,14 @@ int cmd_plan(const PlanArgs& a) {
            double(c.state_bytes + std::max<int64_t>(c.act_bytes, 0)) <= limit;
   };
   std::printf(
-      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s; %s), %s "
-      "update %.3f ns per parameter (%s), ring attention core +%.3f ms per "
+      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
+      "%.3f ns per parameter (%s), ring attention core +%.3f ms per "
       "sample and layer (measured here), link alpha %.2f us, %.3f GB/s%s%s; "
       "%zu layouts accepted, %d rejected by the config's checks\n",
       to_string(base.model.kind),
       a.ranks,
       m.gflops,
       a.gflops > 0 ? "--gflops" : "sgemm measured here",
-      a.flat_products
-          ? "on every rank's rows (--flat-products)"
-          : detail::str_cat(
-                "on ", batch_rows, " rows, slower on fewer as measured here")
-                .c_str(),
       to_string(base.optim.name),
       m.update_s_per_param * 1e9,
       a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
@@ -576,11 +564,6 @@ int run(int argc, char** argv) {
       plan_args.comm_on_cores,
       "the ranks share one host's memory: every transfer is a copy by a "
       "rank's own core, so communication hides no compute");
-  plan->add_flag(
-      "--flat-products",
-      plan_args.flat_products,
-      "products run as fast on a rank's rows as on one rank's whole batch "
-      "(default: measure their slowdown here)");
   int_option(
       *plan,
       "--ranks-per-host",

@@ -246,19 +246,11 @@ LayoutCost layout_cost(
     busy = 1 - r.bubble;
   }
   double products_s = flops / ranks / (m.gflops * 1e9) / busy;
-  const auto mode = make_tensor_parallel_mode(config);
-  if (m.product_slowdown) {
-    // The rows of a rank's products: its samples of a micro-batch, its
-    // tokens of each.
-    const int64_t rows = config.train.batch_size / p.dp /
-                         std::max(p.microbatches, 1) / mode->sample_blocks() *
-                         (model_tokens(config.model) / p.sp);
-    products_s *= m.product_slowdown(std::max<int64_t>(rows, 1));
-  }
   if (p.sp > 1 && p.sp_attention == SpAttention::kRing) {
     // Each rank's share of the ring core's work: its stage's layers, its
     // samples (the mode's block of the replica's), its heads, 1/sp of the
     // sequence.
+    const auto mode = make_tensor_parallel_mode(config);
     const double samples = static_cast<double>(config.train.batch_size) / p.dp /
                            mode->sample_blocks();
     products_s += m.ring_extra_s * config.model.depth / p.pp * samples /

@@ -27,11 +27,7 @@
 //              again) / ranks / gflops, divided by the share
 //              of the time the pipeline's schedule keeps a rank busy
 //              (verify_schedule with backward = 2 forwards; 1F1B's share
-//              is the same at 3, under recompute), times the products'
-//              slowdown on the rank's rows (a micro-batch's samples over
-//              dp and the mode's sample blocks, times the tokens over sp;
-//              the weights' own split by tensor parallelism is not
-//              measured), plus the
+//              is the same at 3, under recompute), plus the
 //              optimizer's update: the parameters the rank updates (its
 //              local parameters; under ZeRO those of its buckets: the
 //              elements rank_memory gives optimizer state) times
@@ -74,15 +70,14 @@
 //              host_link instead (comm_on_cores still holds: on hosts that
 //              share their cores, TCP's processing runs on them too).
 // The largest over the representative ranks (pipeline stages, ZeRO owners)
-// is the layout's step. Not modelled: products running slower on the
-// narrower weights of tensor parallelism, the work 1D tensor parallelism
-// repeats on every rank outside its sequence-split regions (norms,
-// residuals), the rsa and Ulysses cores' own overhead, ranks contending
-// for one host's memory bandwidth.
+// is the layout's step. Not modelled: smaller products running slower
+// under tensor parallelism, the work 1D tensor parallelism repeats on
+// every rank outside its sequence-split regions (norms, residuals), the
+// rsa and Ulysses cores' own overhead, ranks contending for one host's
+// memory bandwidth.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -101,9 +96,6 @@ struct MachineCost {
   // sample and attention layer over the whole sequence, forward and
   // backward (train/ring_core_cost.h); 0: not counted.
   double ring_extra_s = 0;
-  // How much slower the model's products run on `rows` rows than on one
-  // rank's whole batch (train/product_rate.h); null: not at all.
-  std::function<double(int64_t rows)> product_slowdown;
   LinkCost link;  // between any two ranks (of one host, with hosts)
   // The link's transfers run on the ranks' own cores (one host, shared
   // memory): communication hides no compute.

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "base/error.h"
@@ -529,44 +528,6 @@ TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
       pipe.compute_s - pipe.update_s,
       16 * 1.25e9 / 2 / 100e9 / (1 - bubble),
       1e-12);
-}
-
-// The products' slowdown on fewer rows scales each layout's products by
-// its value at the rank's rows: a micro-batch's samples over dp and the
-// mode's sample blocks, times the tokens over sp.
-TEST(LayoutSearch, ProductsSlowDownOnARanksRows) {
-  MachineCost m;
-  m.gflops = 100;  // a free link
-  std::map<int64_t, int> asked;
-  m.product_slowdown = [&asked](int64_t rows) {
-    ++asked[rows];
-    return 1 + 32.0 / static_cast<double>(rows);
-  };
-  MachineCost flat = m;
-  flat.product_slowdown = nullptr;
-  const auto slow = search_layouts(kGpt, {}, 4, {1e9}, m, nullptr);
-  const auto fast = search_layouts(kGpt, {}, 4, {1e9}, flat, nullptr);
-  // The verify GPT: 16 samples of 32 tokens per step.
-  const std::vector<std::pair<std::string, int64_t>> rows = {
-      {"tp=2 (1d) sp=2", 256},
-      {"dp=2 tp=2 (1d)", 256},
-      {"tp=4 (2d)", 256},  // 2 sample blocks
-      {"dp=4", 128},
-      {"sp=4", 128},
-      {"dp=2 sp=2", 128},
-      {"pp=2 (microbatches=4) tp=2 (1d)", 128},
-      {"dp=2 pp=2 (microbatches=2)", 128}};
-  for (const auto& [name, r] : rows) {
-    SCOPED_TRACE(name);
-    const LayoutCost& s = find(slow, name);
-    const LayoutCost& f = find(fast, name);
-    EXPECT_GT(asked[r], 0);
-    EXPECT_NEAR(
-        s.compute_s - s.update_s,
-        (f.compute_s - f.update_s) * (1 + 32.0 / static_cast<double>(r)),
-        1e-12);
-  }
-  EXPECT_FALSE(asked.count(0));
 }
 
 }  // namespace

@@ -319,7 +319,8 @@ struct PlanArgs {
 
 // The layouts of `ranks` ranks the config accepts, fastest predicted step
 // first (plan/layout_search.h), and the pick: the fastest whose memory
-// (state and, where modelled, activations) fits --memory-mib.
+// (state and, where modelled, activations) fits --memory-mib, one whose
+// activations are modelled first.
 int cmd_plan(const PlanArgs& a) {
   const Config base = load_config_args(a.config, "plan");
   const int threads =
@@ -371,10 +372,16 @@ int cmd_plan(const PlanArgs& a) {
                                       a.host_link_gbps,
                                       " GB/s")
                                 : std::string();
+  // Under a limit a layout fits when its state and, where modelled, its
+  // activations do; those whose activations are not modelled are picked
+  // only when no modelled one fits, and the pick says so.
   const double limit = a.memory_mib * (1 << 20);
   auto fits = [&](const LayoutCost& c) {
     return limit <= 0 ||
            double(c.state_bytes + std::max<int64_t>(c.act_bytes, 0)) <= limit;
+  };
+  auto known = [&](const LayoutCost& c) {
+    return limit <= 0 || c.act_bytes >= 0;
   };
   std::printf(
       "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
@@ -414,10 +421,13 @@ int cmd_plan(const PlanArgs& a) {
       "state_mib",
       "acts_mib");
   const LayoutCost* pick = nullptr;
+  const LayoutCost* pick_unknown = nullptr;
   int shown = 0;
   for (const LayoutCost& c : all) {
-    if (pick == nullptr && fits(c))
+    if (pick == nullptr && fits(c) && known(c))
       pick = &c;
+    if (pick_unknown == nullptr && fits(c) && !known(c))
+      pick_unknown = &c;
     if (shown++ >= a.top)
       continue;
     char acts[32] = "-";
@@ -434,8 +444,12 @@ int cmd_plan(const PlanArgs& a) {
         c.other_comm_s * 1e3,
         c.state_bytes / 1048576.0,
         acts,
-        fits(c) ? "" : "  (over --memory-mib)");
+        !fits(c)    ? "  (over --memory-mib)"
+        : !known(c) ? "  (activations not modelled)"
+                    : "");
   }
+  if (pick == nullptr)
+    pick = pick_unknown;
   if (pick == nullptr) {
     const auto least = std::min_element(
         all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
@@ -469,9 +483,12 @@ int cmd_plan(const PlanArgs& a) {
         all[i].act_bytes < 0 ? -1.0 : all[i].act_bytes / double(1 << 20),
         joined(all[i]).c_str());
   std::printf(
-      "pick: %s (predicted %.2f ms per step)\npick_overrides=%s\n",
+      "pick: %s (predicted %.2f ms per step%s)\npick_overrides=%s\n",
       pick->name.c_str(),
       pick->step_s * 1e3,
+      known(*pick) ? ""
+                   : "; its activations are not modelled: only its state "
+                     "is held to --memory-mib",
       joined(*pick).c_str());
   return 0;
 }

@@ -171,6 +171,29 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   EXPECT_NE(r.output.find("\npick: recompute "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(",parallel.recompute=block\n"), std::string::npos)
       << r.output;
+  // Two ranks under 1.5 MiB: dp=2 (1.9 MiB) is over, the faster pipeline's
+  // activations are not modelled, so dp=2 with recompute (1.1) is picked;
+  // under 0.4 MiB only the pipeline's state fits, and the pick says that
+  // only its state was checked.
+  const std::string two = "plan -c " + cfg("verify/gpt.yaml") +
+                          " --ranks 2 --gflops 100 --update-ns-per-param 1 "
+                          "--top 30";
+  r = ndtrain(two + " --memory-mib 1.5");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("\npick: dp=2 zero=1 recompute (predicted "),
+      std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  (activations not modelled)\n"), std::string::npos)
+      << r.output;
+  r = ndtrain(two + " --memory-mib 0.4");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("\npick: pp=2 (microbatches=4) (predicted 0.59 ms per "
+                    "step; its activations are not modelled: only its state "
+                    "is held to --memory-mib)"),
+      std::string::npos)
+      << r.output;
   r = ndtrain("plan -c " + cfg("verify/gpt.yaml"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("--ranks"), std::string::npos) << r.output;

@@ -466,7 +466,10 @@ int cmd_plan(const PlanArgs& a) {
         ", needs ",
         (least->state_bytes + std::max<int64_t>(least->act_bytes, 0)) /
             1048576.0,
-        " MiB per rank"));
+        " MiB per rank",
+        least->act_bytes < 0 ? " for its state (its activations are not "
+                               "modelled)"
+                             : ""));
   }
   // The shown layouts' overrides, one line each (bench/plan.sh runs them).
   auto joined = [](const LayoutCost& c) {

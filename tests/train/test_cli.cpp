@@ -160,6 +160,12 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
                     "0.01: the smallest, "),
       std::string::npos)
       << r.output;
+  // There the smallest is a pipeline: the need counts its state only.
+  EXPECT_NE(
+      r.output.find(" MiB per rank for its state (its activations are not "
+                    "modelled)"),
+      std::string::npos)
+      << r.output;
   // One rank: the serial step needs 3.4 MiB (0.5 state, 2.9 activations),
   // with recompute 1.8; a limit between them picks recompute.
   const std::string one = "plan -c " + cfg("verify/gpt.yaml") +

@@ -377,8 +377,7 @@ int cmd_plan(const PlanArgs& a) {
   // only when no modelled one fits, and the pick says so.
   const double limit = a.memory_mib * (1 << 20);
   auto fits = [&](const LayoutCost& c) {
-    return limit <= 0 ||
-           double(c.state_bytes + std::max<int64_t>(c.act_bytes, 0)) <= limit;
+    return limit <= 0 || double(c.known_bytes()) <= limit;
   };
   auto known = [&](const LayoutCost& c) {
     return limit <= 0 || c.act_bytes >= 0;
@@ -453,8 +452,7 @@ int cmd_plan(const PlanArgs& a) {
   if (pick == nullptr) {
     const auto least = std::min_element(
         all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
-          return x.state_bytes + std::max<int64_t>(x.act_bytes, 0) <
-                 y.state_bytes + std::max<int64_t>(y.act_bytes, 0);
+          return x.known_bytes() < y.known_bytes();
         });
     throw ConfigError(detail::str_cat(
         "no layout of ",
@@ -464,8 +462,7 @@ int cmd_plan(const PlanArgs& a) {
         ": the smallest, ",
         least->name,
         ", needs ",
-        (least->state_bytes + std::max<int64_t>(least->act_bytes, 0)) /
-            1048576.0,
+        least->known_bytes() / 1048576.0,
         " MiB per rank",
         least->act_bytes < 0 ? " for its state (its activations are not "
                                "modelled)"

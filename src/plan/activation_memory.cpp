@@ -9,6 +9,14 @@
 #include "tensor/memory.h"
 
 namespace ndt {
+namespace {
+
+// Bytes of an fp32 tensor of `elements` in the allocator's size classes.
+int64_t fp32_bytes(int64_t elements) {
+  return static_cast<int64_t>(mem_block_bytes(4 * size_t(elements)));
+}
+
+}  // namespace
 
 std::vector<int64_t> block_activation_tensors(
     const ModelShape& shape,
@@ -71,7 +79,7 @@ int64_t block_activation_bytes(
     int64_t samples) {
   int64_t bytes = 0;
   for (int64_t n : block_activation_tensors(shape, parallel, heads, samples))
-    bytes += static_cast<int64_t>(mem_block_bytes(4 * size_t(n)));
+    bytes += fp32_bytes(n);
   return bytes;
 }
 
@@ -82,11 +90,11 @@ namespace {
 class LiveBytes {
  public:
   void alloc(int64_t elements) {
-    now_ += bytes(elements);
+    now_ += fp32_bytes(elements);
     peak_ = std::max(peak_, now_);
   }
   void free(int64_t elements) {
-    now_ -= bytes(elements);
+    now_ -= fp32_bytes(elements);
   }
   void add_bytes(int64_t b) {
     now_ += b;
@@ -100,9 +108,6 @@ class LiveBytes {
   }
 
  private:
-  static int64_t bytes(int64_t elements) {
-    return static_cast<int64_t>(mem_block_bytes(4 * size_t(elements)));
-  }
   int64_t now_ = 0, peak_ = 0;
 };
 
@@ -523,7 +528,7 @@ int64_t step_activation_bytes(
   m.add_bytes(block);
   before_tail();
   s.forward_tail();
-  m.sub_bytes(block - static_cast<int64_t>(mem_block_bytes(4 * size_t(io))));
+  m.sub_bytes(block - fp32_bytes(io));
   s.head();
   m.add_bytes(block);
   before_tail();

@@ -368,8 +368,7 @@ std::vector<LayoutCost> search_layouts(
       out.begin(), out.end(), [](const LayoutCost& a, const LayoutCost& b) {
         if (a.step_s != b.step_s)
           return a.step_s < b.step_s;
-        return a.state_bytes + std::max<int64_t>(a.act_bytes, 0) <
-               b.state_bytes + std::max<int64_t>(b.act_bytes, 0);
+        return a.known_bytes() < b.known_bytes();
       });
   if (rejected != nullptr)
     *rejected = bad;

@@ -77,6 +77,7 @@
 // memory bandwidth.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -125,6 +126,12 @@ struct LayoutCost {
   double sync_comm_s = 0;              // the gradient sync's group
   double other_comm_s = 0;  // tensor, sequence, pipeline groups, loss
   double step_s = 0;
+
+  // Memory per rank as far as the plan knows it: the state and, where
+  // modelled, the activations.
+  int64_t known_bytes() const {
+    return state_bytes + std::max<int64_t>(act_bytes, 0);
+  }
 };
 
 // Seconds of one group's step volume `v` on `ranks` ranks at the link's

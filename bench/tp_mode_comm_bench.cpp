@@ -13,11 +13,11 @@
 //     fp32 4, fp64 8 bytes per element; not wire bytes) and
 //     max_comm_volume_error=X, the largest relative difference of bytes
 //     over every group of every rank (calls must match too; a mismatch in
-//     calls counts as error 1). For the GPT (one stage, no sp; with or
-//     without recompute) every rank also holds its activation peak from
-//     the allocator's ledger to the plan's step model (plan/
-//     activation_memory.h): max_act_peak_error_bytes=X over every rank.
-//     Exit 1 when either differs.
+//     calls counts as error 1). For the GPT (one stage; any tensor-parallel
+//     mode and sequence-parallel core, with or without recompute) every rank
+//     also holds its activation peak from the allocator's ledger to the plan's
+//     step model (plan/ activation_memory.h): max_act_peak_error_bytes=X over
+//     every rank. Exit 1 when either differs.
 //   tp_mode_comm_bench --predict
 //     prints the plan's per-rank bytes of one transformer block (forward +
 //     backward) of a GPT-2-medium-sized layer (C = 1024, F = 4096, 64
@@ -37,6 +37,7 @@
 #include "comm/mpi_process_group.h"
 #include "comm/mpi_runtime.h"
 #include "io/config.h"
+#include "ops/ops.h"
 #include "parallel/tensor_parallel_mode.h"
 #include "plan/activation_memory.h"
 #include "plan/ddp_comm.h"
@@ -64,6 +65,7 @@ double rel_error(const CommVolume& got, const CommVolume& want) {
 int measure(ProcessGroup& world, const Config& config) {
   const std::unique_ptr<Mesh> layout = make_layout_mesh(world, config);
   Mesh& mesh = *layout;
+  ops::set_num_threads(train_threads(config));  // as ndtrain train
   DataSource data(config);
   Engine engine(config, data, mesh);
   for (const std::string& g : mesh.group_names())
@@ -106,7 +108,7 @@ int measure(ProcessGroup& world, const Config& config) {
   double worst = err;
   world.all_reduce(&worst, 1, ReduceOp::kMax);
   // The step's activation peak against the plan's step model, on every
-  // rank (GPT, one stage, no sp; -1: not modelled).
+  // rank (GPT, one stage; -1: not modelled).
   const ParallelConfig& p = config.parallel;
   const ModelShape shape = model_shape(config.model, p);
   const int64_t samples = config.train.batch_size / p.dp / p.microbatches;
@@ -115,7 +117,12 @@ int measure(ProcessGroup& world, const Config& config) {
   int64_t step_acts = -1;
   if (step_activation_modelled(shape, p))
     step_acts = step_activation_bytes(
-        shape, p, config.model.heads, samples, config.model.dropout);
+        shape,
+        p,
+        config.model.heads,
+        samples,
+        config.model.dropout,
+        train_threads(config));
   double act_err = step_acts < 0
                        ? 0.0
                        : std::fabs(static_cast<double>(acts_peak - step_acts));
@@ -175,9 +182,9 @@ int measure(ProcessGroup& world, const Config& config) {
     // Every block's forward state at once (the bulk of the step's
     // activation peak: plan/activation_memory.h; the input layer's output,
     // the head and backward's gradients come on top). One micro-batch of
-    // the whole model: 0 with a pipeline (stages hold several) or sp.
+    // the whole model: 0 with a pipeline (stages hold several).
     int64_t blocks_acts = 0;
-    if (p.pp == 1 && p.sp == 1) {
+    if (p.pp == 1) {
       int64_t n_blocks = 0;
       for (const ModuleShape& mod : shape.modules)
         n_blocks += mod.kind == ModuleKind::kTransformerBlock;

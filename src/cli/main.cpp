@@ -232,8 +232,7 @@ int cmd_bench(
     const ConfigArgs& a, int iters, int warmup, int* argc, char*** argv) {
   Config config = load_config_args(a, "bench");
   Job& job = start_job(config, argc, argv);
-  const int threads =
-      config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
+  const int threads = train_threads(config);
   ops::set_num_threads(threads);
   StepBenchResult r = run_step_bench(config, *job.mesh, iters, warmup);
   if (g_world_rank > 0)
@@ -323,8 +322,7 @@ struct PlanArgs {
 // activations are modelled first.
 int cmd_plan(const PlanArgs& a) {
   const Config base = load_config_args(a.config, "plan");
-  const int threads =
-      base.train.threads > 0 ? base.train.threads : omp_get_num_procs();
+  const int threads = train_threads(base);
   ops::set_num_threads(threads);
   MachineCost m;
   m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
@@ -333,8 +331,11 @@ int cmd_plan(const PlanArgs& a) {
                              : measure_update_seconds_per_param(base.optim);
   // The ring core's extra, measured where some candidate would run it.
   if (base.parallel.sp_attention == SpAttention::kRing && a.ranks > 1 &&
-      base.model.kind != ModelKind::kMlp)
-    m.ring_extra_s = measure_ring_core_extra_seconds(base.model);
+      base.model.kind != ModelKind::kMlp) {
+    const RingCoreExtra e = measure_ring_core_extra(base.model);
+    m.ring_extra_forward_s = e.forward_s;
+    m.ring_extra_backward_s = e.backward_s;
+  }
   m.link.alpha_s = a.link_alpha_us * 1e-6;
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   m.comm_on_cores = a.comm_on_cores;
@@ -384,8 +385,9 @@ int cmd_plan(const PlanArgs& a) {
   };
   std::printf(
       "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
-      "%.3f ns per parameter (%s), ring attention core +%.3f ms per "
-      "sample and layer (measured here), link alpha %.2f us, %.3f GB/s%s%s; "
+      "%.3f ns per parameter (%s), ring attention core +%.3f ms forward, "
+      "+%.3f ms backward per sample and layer (measured here), link alpha %.2f "
+      "us, %.3f GB/s%s%s; "
       "%zu layouts accepted, %d rejected by the config's checks\n",
       to_string(base.model.kind),
       a.ranks,
@@ -394,7 +396,8 @@ int cmd_plan(const PlanArgs& a) {
       to_string(base.optim.name),
       m.update_s_per_param * 1e9,
       a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
-      m.ring_extra_s * 1e3,
+      m.ring_extra_forward_s * 1e3,
+      m.ring_extra_backward_s * 1e3,
       a.link_alpha_us,
       a.link_gbps,
       a.comm_on_cores ? " on the ranks' cores" : "",

@@ -6,6 +6,7 @@
 // field it fills (the field's C++ type picks the parser) and its range.
 #include "io/config.h"
 
+#include <omp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -38,6 +39,10 @@ int model_blocks(const ModelConfig& m) {
 
 int64_t micro_batch_size(const Config& c) {
   return c.train.batch_size / c.parallel.dp / c.parallel.microbatches;
+}
+
+int train_threads(const Config& c) {
+  return c.train.threads > 0 ? c.train.threads : omp_get_num_procs();
 }
 
 int64_t model_tokens(const ModelConfig& m) {

@@ -285,7 +285,7 @@ struct ParallelConfig {
                                 // step and replica (gradient accumulation; the
                                 // pipeline's micro-batches when pp > 1)
   Recompute recompute = Recompute::kNone;  // parallel.recompute: none | block
-                                           // (activation checkpointing, pp>1)
+                                           // (activation checkpointing)
   // Tensor parallelism (world = dp x pp x tp):
   int tp = 1;  // parallel.tp >= 1: tensor-parallel ranks per layer
   TpMode tp_mode = TpMode::k1d;  // parallel.tp_mode: 1d (Megatron) | 2d
@@ -345,6 +345,9 @@ nlohmann::json config_to_json(const Config& config);
 // Samples of one micro-batch on one data-parallel replica: train.batch_size
 // / parallel.dp / parallel.microbatches (load_config checks they divide).
 int64_t micro_batch_size(const Config& config);
+// The threads a process computes with: train.threads, or every core the
+// process may use (0).
+int train_threads(const Config& config);
 // Inverse of config_to_json; validates like load_config.
 Config config_from_json(const nlohmann::json& json);
 

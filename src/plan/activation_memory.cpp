@@ -5,6 +5,8 @@
 #include <initializer_list>
 
 #include "base/check.h"
+#include "nn/seq_split.h"
+#include "parallel/ring_attention.h"
 #include "plan/divide.h"
 #include "tensor/memory.h"
 
@@ -16,6 +18,38 @@ int64_t fp32_bytes(int64_t elements) {
   return static_cast<int64_t>(mem_block_bytes(4 * size_t(elements)));
 }
 
+// The attention core of a block on one rank, in elements: its input
+// q|k|v and output, and the scores it saves (the probabilities of the
+// serial core, of ring self-attention and of Ulysses' serial core on its
+// head split; ring attention's log-sum-exp, one per row and head);
+// ring_tile and ring_tiles: the score tiles ring attention's backward
+// holds at once (a thread's two [q_len, block] tiles, per thread).
+struct CoreShape {
+  SpAttention kind = SpAttention::kRsa;  // kRsa also for the serial core
+  int64_t qkv = 0, out = 0, scores = 0;
+  int64_t ring_tile = 0, ring_tiles = 0;
+};
+
+// The attention core of a block on one rank: the serial core (sp = 1)
+// or parallel.sp_attention's over sp, on `samples` samples and `heads`
+// heads of the mode; rows = samples x T_local tokens of width c.
+CoreShape core_shape(
+    const ParallelConfig& parallel,
+    int64_t samples,
+    int64_t heads,
+    int64_t T,
+    int64_t rows,
+    int64_t c) {
+  const int64_t Tl = divide(T, parallel.sp, "tokens");
+  CoreShape a;
+  a.kind = parallel.sp > 1 ? parallel.sp_attention : SpAttention::kRsa;
+  a.qkv = rows * 3 * c;
+  a.out = rows * c;
+  a.scores = a.kind == SpAttention::kRing ? samples * heads * Tl
+                                          : samples * heads * Tl * T;
+  return a;
+}
+
 }  // namespace
 
 std::vector<int64_t> block_activation_tensors(
@@ -23,14 +57,8 @@ std::vector<int64_t> block_activation_tensors(
     const ParallelConfig& parallel,
     int heads,
     int64_t samples) {
-  NDT_CHECK(
-      parallel.sp == 1,
-      ConfigError,
-      "the plan's activation model does not cover sequence parallelism "
-      "(parallel.sp=",
-      parallel.sp,
-      ")");
-  const int64_t T = shape.tokens_per_sample, N = samples * T;
+  const int64_t T = shape.tokens_per_sample;
+  const int64_t N = samples * divide(T, parallel.sp, "tokens");
   const int64_t C = shape.dim, F = shape.mlp_dim, H = heads;
   const int tp = shape.tp;
   std::vector<int64_t> t;
@@ -40,35 +68,48 @@ std::vector<int64_t> block_activation_tensors(
   };
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
     const int64_t c = divide(C, tp, "width"), f = divide(F, tp, "MLP");
-    const int64_t P = samples * divide(H, tp, "heads") * T * T;
+    const CoreShape a =
+        core_shape(parallel, samples, divide(H, tp, "heads"), T, N, c);
     // h and y on my tokens under tp_seq; h1 and h2 all-gathered there.
     const int64_t n = parallel.tp_seq && tp > 1 ? divide(N, tp, "tokens") : N;
-    add({N * C, n * C, N * C, n * C});         // h1, h, h2, y
-    add({n, n, n, n});                         // LayerNorm stats
-    add({N * 3 * c, P, N * c, N * f, N * f});  // qkv, P, attn, fc1 x2
+    add({N * C, n * C, N * C, n * C});            // h1, h, h2, y
+    add({n, n, n, n});                            // LayerNorm stats
+    add({a.qkv, a.scores, a.out, N * f, N * f});  // core, fc1 x2
     return t;
   }
   const int q = shape.tp_side;
   if (shape.tp_mode == TpMode::k3d) {
     const int64_t p = q, pp = int64_t{q} * q;
     const int64_t r = divide(N, pp, "rows"), c = C / p, f = F / p;
-    const int64_t P =
-        divide(samples, pp, "samples") * divide(H, p, "heads") * T * T;
-    add({p * r * c, 3 * C / p * c});           // qkv's X', W'
-    add({p * r * c, C / p * c});               // proj's
-    add({p * r * c, F / p * c});               // fc1's
-    add({p * r * f, C / p * f});               // fc2's
-    add({r, r, r, r});                         // LayerNorm stats
-    add({r * 3 * c, P, r * c, r * f, r * c});  // qkv, P, h, fc1 pre, y
+    const CoreShape a = core_shape(
+        parallel,
+        divide(samples, pp, "samples"),
+        divide(H, p, "heads"),
+        T,
+        r,
+        c);
+    add({p * r * c, 3 * C / p * c});              // qkv's X', W'
+    add({p * r * c, C / p * c});                  // proj's
+    add({p * r * c, F / p * c});                  // fc1's
+    add({p * r * f, C / p * f});                  // fc2's
+    add({r, r, r, r});                            // LayerNorm stats
+    add({a.qkv, a.scores, r * c, r * f, r * c});  // core, h, fc1 pre, y
+    if (a.kind == SpAttention::kRing)
+      add({a.out});  // the ring core keeps its output; proj a gathered copy
     return t;
   }
   const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
   const int64_t r = divide(N, q * d, "rows"), c = C / q, f = F / q;
-  const int64_t P =
-      divide(samples, q * d, "samples") * divide(H, q, "heads") * T * T;
-  add({r * c, r * c, r * c, r * c});         // h1, h, h2, y
-  add({r, r, r, r});                         // LayerNorm stats
-  add({r * 3 * c, P, r * c, r * f, r * f});  // qkv, P, attn, fc1 x2
+  const CoreShape a = core_shape(
+      parallel,
+      divide(samples, q * d, "samples"),
+      divide(H, q, "heads"),
+      T,
+      r,
+      c);
+  add({r * c, r * c, r * c, r * c});            // h1, h, h2, y
+  add({r, r, r, r});                            // LayerNorm stats
+  add({a.qkv, a.scores, a.out, r * f, r * f});  // core, fc1 x2
   return t;
 }
 
@@ -111,14 +152,52 @@ class LiveBytes {
   int64_t now_ = 0, peak_ = 0;
 };
 
-// The attention core's backward: dqkv and d(probabilities), then its
-// saved qkv and probabilities go with d(probabilities).
-void attention_dx(LiveBytes& m, int64_t qkv, int64_t P) {
-  m.alloc(qkv);
-  m.alloc(P);
-  m.free(qkv);
-  m.free(P);
-  m.free(P);
+// The attention core's backward from its dout to its dqkv.
+void core_backward(LiveBytes& m, const CoreShape& a) {
+  switch (a.kind) {
+    case SpAttention::kRsa:
+      // The serial core and ring self-attention: dqkv and d(scores), then
+      // the saved qkv and scores go with d(scores).
+      m.alloc(a.qkv);
+      m.alloc(a.scores);
+      m.free(a.qkv);
+      m.free(a.scores);
+      m.free(a.scores);
+      return;
+    case SpAttention::kUlysses:
+      // dout to the head split, the serial core's backward there (its
+      // saved qkv and scores), then its dqkv back to my tokens.
+      m.alloc(a.out);
+      m.alloc(a.qkv);
+      m.alloc(a.scores);
+      m.free(a.qkv);
+      m.free(a.scores);
+      m.free(a.scores);
+      m.free(a.out);
+      m.alloc(a.qkv);
+      m.free(a.qkv);
+      return;
+    case SpAttention::kRing:
+      // D (one per row and head), dqkv, each thread's score tiles; then
+      // the saved qkv, output and log-sum-exp go, and D.
+      m.alloc(a.scores);
+      m.alloc(a.qkv);
+      for (int64_t i = 0; i < a.ring_tiles; ++i)
+        m.alloc(a.ring_tile);
+      for (int64_t i = 0; i < a.ring_tiles; ++i)
+        m.free(a.ring_tile);
+      m.free(a.qkv);
+      m.free(a.out);
+      m.free(a.scores);
+      m.free(a.scores);
+      return;
+  }
+}
+
+// Whether the core keeps its output to its backward (ring attention),
+// so that proj's backward releasing its saved input frees nothing there.
+bool core_holds_output(const CoreShape& a) {
+  return a.kind == SpAttention::kRing;
 }
 
 // One mode's step from the last block's fc2 on, in three pieces:
@@ -141,7 +220,7 @@ StepPieces pieces_1d(
     int64_t c,
     int64_t f,
     int64_t v,
-    int64_t P,
+    const CoreShape& a,
     int tp,
     bool seq,
     bool drop) {
@@ -183,7 +262,8 @@ StepPieces pieces_1d(
       m.alloc(N * C);
     }
     m.alloc(N * in);
-    m.free(saved_x);
+    if (saved_x > 0)
+      m.free(saved_x);
     if (seq)
       m.free(N * C);
   };
@@ -255,10 +335,10 @@ StepPieces pieces_1d(
     m.free(n * C);        // ln2's dx
     if (drop)
       m.alloc(n * C);
-    row_dx(c, N * c);  // proj: frees the attention output
+    row_dx(c, core_holds_output(a) ? 0 : a.out);  // proj
     if (drop)
       m.free(n * C);
-    attention_dx(m, N * 3 * c, P);
+    core_backward(m, a);
     m.free(N * c);   // proj's dx
     m.alloc(N * C);  // qkv's dx
     column_dx(N * C);
@@ -267,10 +347,12 @@ StepPieces pieces_1d(
 }
 
 // 2D, 2.5D and 3D from the LM head's backward on: r rows and c, f, v
-// columns of each block; linear_dx(in, out, gelu) is the mode's linear
-// backward to its dx [r, in], releasing its saved input. The head's part
-// frees the last block's output and leaves its dy [r, c] live.
-using LinearDx = std::function<void(int64_t, int64_t, bool)>;
+// columns of each block; linear_dx(in, out, gelu, held) is the mode's
+// linear backward to its dx [r, in], releasing its saved input (held: the
+// attention core still holds that input, 2D's proj under ring attention).
+// The head's part frees the last block's output and leaves its dy [r, c]
+// live.
+using LinearDx = std::function<void(int64_t, int64_t, bool, bool)>;
 
 void grid_layernorm_dx(LiveBytes& m, int64_t r, int64_t c) {
   m.alloc(r * c);
@@ -281,8 +363,8 @@ void grid_layernorm_dx(LiveBytes& m, int64_t r, int64_t c) {
 
 void grid_head_backward(
     LiveBytes& m, int64_t r, int64_t c, int64_t v, const LinearDx& linear_dx) {
-  linear_dx(c, v, false);      // LM head
-  grid_layernorm_dx(m, r, c);  // frees the last block's output
+  linear_dx(c, v, false, false);  // LM head
+  grid_layernorm_dx(m, r, c);     // frees the last block's output
   m.free(r * c);
   m.free(r * v);
 }
@@ -292,15 +374,15 @@ void grid_block_backward(
     int64_t r,
     int64_t c,
     int64_t f,
-    int64_t P,
+    const CoreShape& a,
     bool drop,
     const LinearDx& linear_dx) {
   if (drop)
     m.alloc(r * c);
-  linear_dx(f, c, false);  // fc2
+  linear_dx(f, c, false, false);  // fc2
   if (drop)
     m.free(r * c);
-  linear_dx(c, f, true);  // fc1
+  linear_dx(c, f, true, false);  // fc1
   m.free(r * f);
   grid_layernorm_dx(m, r, c);  // ln2: frees h
   m.free(r * c);
@@ -308,12 +390,12 @@ void grid_block_backward(
   m.free(r * c);
   if (drop)
     m.alloc(r * c);
-  linear_dx(c, c, false);  // proj
+  linear_dx(c, c, false, core_holds_output(a));  // proj
   if (drop)
     m.free(r * c);
-  attention_dx(m, r * 3 * c, P);
+  core_backward(m, a);
   m.free(r * c);
-  linear_dx(c, 3 * c, false);  // qkv
+  linear_dx(c, 3 * c, false, false);  // qkv
 }
 
 // 2D and 2.5D. A SUMMA linear's backward holds its weight-gradient part
@@ -325,22 +407,24 @@ StepPieces pieces_2d(
     int64_t c,
     int64_t f,
     int64_t v,
-    int64_t P,
+    const CoreShape& a,
     bool drop) {
-  const LinearDx linear_dx = [&m, r](int64_t in, int64_t out, bool gelu) {
-    if (gelu)
-      m.alloc(r * out);  // d(pre-GELU)
-    m.alloc(out * in);
-    m.alloc(r * in);
-    m.alloc(r * in);
-    m.free(r * in);  // its input
-    if (gelu)
-      m.free(r * out);  // pre-GELU
-    m.free(r * in);
-    m.free(out * in);
-    if (gelu)
-      m.free(r * out);
-  };
+  const LinearDx linear_dx =
+      [&m, r](int64_t in, int64_t out, bool gelu, bool held) {
+        if (gelu)
+          m.alloc(r * out);  // d(pre-GELU)
+        m.alloc(out * in);
+        m.alloc(r * in);
+        m.alloc(r * in);
+        if (!held)
+          m.free(r * in);  // its input
+        if (gelu)
+          m.free(r * out);  // pre-GELU
+        m.free(r * in);
+        m.free(out * in);
+        if (gelu)
+          m.free(r * out);
+      };
   StepPieces s;
   s.tail_saved = {r * c};
   s.forward_tail = [=, &m] {
@@ -362,7 +446,7 @@ StepPieces pieces_2d(
     grid_head_backward(m, r, c, v, linear_dx);
   };
   s.block_backward = [=, &m] {
-    grid_block_backward(m, r, c, f, P, drop, linear_dx);
+    grid_block_backward(m, r, c, f, a, drop, linear_dx);
   };
   return s;
 }
@@ -376,9 +460,11 @@ StepPieces pieces_3d(
     int64_t c,
     int64_t f,
     int64_t v,
-    int64_t P,
+    const CoreShape& a,
     bool drop) {
-  const LinearDx linear_dx = [&m, p, r](int64_t in, int64_t out, bool gelu) {
+  // Its input X' is a gathered copy: the core's output is another tensor.
+  const LinearDx linear_dx = [&m, p, r](
+                                 int64_t in, int64_t out, bool gelu, bool) {
     if (gelu)
       m.alloc(r * out);  // d(pre-GELU)
     m.alloc(r * in);
@@ -421,7 +507,7 @@ StepPieces pieces_3d(
     grid_head_backward(m, r, c, v, linear_dx);
   };
   s.block_backward = [=, &m] {
-    grid_block_backward(m, r, c, f, P, drop, linear_dx);
+    grid_block_backward(m, r, c, f, a, drop, linear_dx);
   };
   return s;
 }
@@ -430,7 +516,7 @@ StepPieces pieces_3d(
 
 bool step_activation_modelled(
     const ModelShape& shape, const ParallelConfig& parallel) {
-  return shape.kind == ModelKind::kGpt && parallel.pp == 1 && parallel.sp == 1;
+  return shape.kind == ModelKind::kGpt && parallel.pp == 1;
 }
 
 int64_t step_activation_bytes(
@@ -438,25 +524,40 @@ int64_t step_activation_bytes(
     const ParallelConfig& parallel,
     int heads,
     int64_t samples,
-    float dropout) {
+    float dropout,
+    int threads) {
   NDT_CHECK(
       step_activation_modelled(shape, parallel),
       ConfigError,
       "the plan's step activation model covers the GPT (its token "
-      "embedding and LM head) in one stage without sequence parallelism, "
-      "not model.kind=",
+      "embedding and LM head) in one stage, not model.kind=",
       to_string(shape.kind),
       ", parallel.pp=",
-      parallel.pp,
-      ", parallel.sp=",
-      parallel.sp);
+      parallel.pp);
   int64_t blocks = 0;
   for (const ModuleShape& mod : shape.modules)
     blocks += mod.kind == ModuleKind::kTransformerBlock;
-  const int64_t T = shape.tokens_per_sample, N = samples * T;
+  const int64_t T = shape.tokens_per_sample;
+  const int64_t N = samples * divide(T, parallel.sp, "tokens");
   const int64_t C = shape.dim, F = shape.mlp_dim, V = shape.vocab;
   const int tp = shape.tp;
   const bool drop = dropout > 0;
+  // The core of the mode's samples and heads on its r rows of c columns;
+  // ring attention's backward tiles: the GPT is causal, so its split is
+  // zig-zag (sequence_split), a run of my tokens per tile's queries; each
+  // thread holds its own where there are (sample, head) pairs for all.
+  const auto core = [&](int64_t core_samples, int64_t split, int64_t r) {
+    CoreShape a =
+        core_shape(parallel, core_samples, heads / split, T, r, C / split);
+    if (a.kind == SpAttention::kRing) {
+      const SeqShard shard(SeqSplit::kZigzag, T, 0, parallel.sp);
+      a.ring_tile = 2 * std::max<int64_t>(shard.runs().front().length, 1) *
+                    RingAttention::kDefaultBlock;
+      const int64_t pairs = core_samples * (heads / split);
+      a.ring_tiles = pairs > 1 && pairs >= threads ? threads : 1;
+    }
+    return a;
+  };
   LiveBytes m;
   StepPieces s;
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
@@ -470,7 +571,7 @@ int64_t step_activation_bytes(
         C / tp,
         F / tp,
         V / tp,
-        samples * (heads / tp) * T * T,
+        core(samples, tp, N),
         tp,
         seq,
         drop);
@@ -478,26 +579,13 @@ int64_t step_activation_bytes(
     const int64_t q = shape.tp_side;
     const int64_t r = divide(N, q * q, "rows");
     s = pieces_3d(
-        m,
-        q,
-        r,
-        C / q,
-        F / q,
-        V / q,
-        (samples / (q * q)) * (heads / q) * T * T,
-        drop);
+        m, q, r, C / q, F / q, V / q, core(samples / (q * q), q, r), drop);
   } else {
     const int64_t q = shape.tp_side;
     const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
     const int64_t r = divide(N, q * d, "rows");
     s = pieces_2d(
-        m,
-        r,
-        C / q,
-        F / q,
-        V / q,
-        (samples / (q * d)) * (heads / q) * T * T,
-        drop);
+        m, r, C / q, F / q, V / q, core(samples / (q * d), q, r), drop);
   }
   const int64_t block = block_activation_bytes(shape, parallel, heads, samples);
   const int64_t io = s.tail_saved.front();  // a block's input or output

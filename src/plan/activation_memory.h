@@ -28,10 +28,17 @@
 // (3d: after GELU as fc2's X' [p r, f]); 3d also the gathered weights
 // [3C/p, c], [C/p, c], [F/p, c], [C/p, f].
 //
-// Not here: sequence parallelism (parallel.sp > 1: ConfigError; plan/
-// sp_attention_cost.h has its cores' peaks), recompute, the input layer,
-// the head, and the gradients of backward (step_activation_bytes has the
-// last four).
+// Under sequence parallelism (parallel.sp > 1) a rank holds T_local =
+// T / sp tokens of each sample: N = B T_local above, and the core is
+// parallel.sp_attention's, on the mode's samples and heads. Ring self-
+// attention and Ulysses (its serial core on the head split, then back to
+// my tokens) save q|k|v and the probabilities of my queries against every
+// key, P = B' H' T_local T; ring attention saves q|k|v, its output and the
+// log-sum-exp of each of my rows and heads [B' H' T_local] in place of P,
+// and under 3D its output besides proj's gathered copy [r, c].
+//
+// Not here: recompute, the input layer, the head, and the gradients of
+// backward (step_activation_bytes has them).
 #pragma once
 
 #include <cstdint>
@@ -56,17 +63,17 @@ int64_t block_activation_bytes(
     int heads,
     int64_t samples);
 
-// Whether step_activation_bytes covers the layout: the GPT, one stage, no
-// sequence parallelism.
+// Whether step_activation_bytes covers the layout: the GPT in one stage.
 bool step_activation_modelled(
     const ModelShape& shape, const ParallelConfig& parallel);
 
 // The activation peak of one training step of the GPT per rank (where
 // step_activation_modelled; ConfigError otherwise), in the allocator's
-// size classes: every
-// block's forward state and the embedding's output, then the LM head's
-// forward and backward and the last block's backward, tensor by tensor in
-// the order the layers allocate and free them; the largest live sum.
+// size classes: every block's forward state and the embedding's output,
+// then the LM head's forward and backward and the last block's backward,
+// tensor by tensor in the order the layers allocate and free them; the
+// largest live sum. threads: train.threads (ring attention's backward
+// holds a pair of score tiles per thread).
 // Under parallel.recompute=block the forward holds only the embedding's
 // and every block's output, and the last block's forward state lives
 // while that block runs forward, then again from its recomputed forward
@@ -76,6 +83,7 @@ int64_t step_activation_bytes(
     const ParallelConfig& parallel,
     int heads,
     int64_t samples,
-    float dropout);
+    float dropout,
+    int threads);
 
 }  // namespace ndt

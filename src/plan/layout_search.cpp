@@ -180,8 +180,7 @@ std::vector<std::vector<std::string>> layout_candidates(
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
   // Recompute where the plan shows what it saves (step_activation_bytes:
-  // the GPT in one stage without sequence parallelism), unless the user
-  // chose it for every layout.
+  // the GPT in one stage), unless the user chose it for every layout.
   const bool try_recompute = base.model.kind == ModelKind::kGpt &&
                              base.parallel.recompute == Recompute::kNone;
   for (int dp : divisors(ranks)) {
@@ -215,7 +214,7 @@ std::vector<std::vector<std::string>> layout_candidates(
                 l.push_back("parallel.tp=1");
               l.insert(l.end(), mode.begin(), mode.end());
               out.push_back(l);
-              if (try_recompute && pp == 1 && sp == 1) {
+              if (try_recompute && pp == 1) {
                 l.push_back("parallel.recompute=block");
                 out.push_back(l);
               }
@@ -253,7 +252,9 @@ LayoutCost layout_cost(
     const auto mode = make_tensor_parallel_mode(config);
     const double samples = static_cast<double>(config.train.batch_size) / p.dp /
                            mode->sample_blocks();
-    products_s += m.ring_extra_s * config.model.depth / p.pp * samples /
+    const double extra =
+        m.ring_extra_forward_s * (recompute ? 2 : 1) + m.ring_extra_backward_s;
+    products_s += extra * config.model.depth / p.pp * samples /
                   (p.sp * mode->head_split()) / busy;
   }
   // The gradient sync overlaps backward (two thirds of the compute, three
@@ -336,7 +337,12 @@ LayoutCost layout_cost(
     const int64_t samples =
         config.train.batch_size / p.dp / std::max(p.microbatches, 1);
     c.act_bytes = step_activation_bytes(
-        shape, p, config.model.heads, samples, config.model.dropout);
+        shape,
+        p,
+        config.model.heads,
+        samples,
+        config.model.dropout,
+        train_threads(config));
   }
   return c;
 }

@@ -18,9 +18,8 @@
 // stage: step_activation_bytes), else unknown.
 //
 // Under recompute the activations are modelled too (step_activation_
-// bytes), so the candidates of the GPT in one stage without sequence
-// parallelism come with and without parallel.recompute=block (unless the
-// user set it: then all recompute).
+// bytes), so the candidates of the GPT in one stage come with and without
+// parallel.recompute=block (unless the user set it: then all recompute).
 //
 // Step time, per rank:
 //   compute  = flops of the step (with recompute's: the blocks' forward
@@ -37,8 +36,9 @@
 //              rank, while tensor parallelism, pipelines and ZeRO split it;
 //              plus, under sequence parallelism's ring core, what its
 //              blockwise kernels cost beyond the serial core:
-//              ring_extra_s times the rank's attention layers and samples
-//              per step, over sp and the mode's head split;
+//              ring_extra_forward_s (twice under recompute) plus
+//              ring_extra_backward_s, times the rank's attention layers
+//              and samples per step, over sp and the mode's head split;
 //   comm     = every group's step_comm volume at the link's alpha-beta
 //              cost: all-reduce 2 (P-1) alpha + 2 (P-1)/P bytes beta per
 //              call; reduce-scatter, all-gather and all-to-all (P-1) alpha
@@ -94,9 +94,9 @@ struct MachineCost {
   // optimizer); 0: not counted.
   double update_s_per_param = 0;
   // Sequence parallelism's ring core beyond the serial attention core, per
-  // sample and attention layer over the whole sequence, forward and
-  // backward (train/ring_core_cost.h); 0: not counted.
-  double ring_extra_s = 0;
+  // sample and attention layer over the whole sequence, its forward and
+  // its backward (train/ring_core_cost.h); 0: not counted.
+  double ring_extra_forward_s = 0, ring_extra_backward_s = 0;
   LinkCost link;  // between any two ranks (of one host, with hosts)
   // The link's transfers run on the ranks' own cores (one host, shared
   // memory): communication hides no compute.

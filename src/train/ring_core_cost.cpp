@@ -11,19 +11,25 @@
 namespace ndt {
 namespace {
 
-// Median seconds of `core`'s forward and backward on qkv, dout.
-double timed(Module& core, const Tensor& qkv, const Tensor& dout) {
+// Median seconds of `core`'s forward, and of its forward and backward,
+// on qkv, dout: {forward, backward} (the difference of the two).
+RingCoreExtra timed(Module& core, const Tensor& qkv, const Tensor& dout) {
   constexpr int kRuns = 5;
-  return median_seconds(kRuns, [&] {
+  const double forward = median_seconds(kRuns, [&] {
+    Context ctx;
+    core.forward(qkv, ctx);
+  });
+  const double both = median_seconds(kRuns, [&] {
     Context ctx;
     core.forward(qkv, ctx);
     core.backward(dout, ctx);
   });
+  return {forward, both - forward};
 }
 
 }  // namespace
 
-double measure_ring_core_extra_seconds(const ModelConfig& model) {
+RingCoreExtra measure_ring_core_extra(const ModelConfig& model) {
   // The serial core holds [heads, T, T] probabilities: past kRingCostMaxTokens
   // measure there and scale by the work's T^2.
   const int64_t full = model_tokens(model);
@@ -42,7 +48,11 @@ double measure_ring_core_extra_seconds(const ModelConfig& model) {
       *one,
       causal ? SeqSplit::kZigzag : SeqSplit::kContiguous);
   AttentionCore serial(model.heads, causal);
-  return scale * (timed(ring, qkv, dout) - timed(serial, qkv, dout));
+  const RingCoreExtra r = timed(ring, qkv, dout);
+  const RingCoreExtra s = timed(serial, qkv, dout);
+  return {
+      scale * (r.forward_s - s.forward_s),
+      scale * (r.backward_s - s.backward_s)};
 }
 
 }  // namespace ndt

@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -185,8 +184,7 @@ TrainSummary run_training(
   const bool lead = mesh.rank() == 0;
   std::ostringstream quiet;
   std::ostream& out = !lead ? quiet : options.out ? *options.out : std::cout;
-  const int threads =
-      config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
+  const int threads = train_threads(config);
   ops::set_num_threads(threads);
 
   // The run directory, then data: a bad path fails before the model is

@@ -1,7 +1,5 @@
 #include "train/verify.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -286,8 +284,7 @@ std::string fmt(const char* f, double a) {
 }  // namespace
 
 VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
-  const int threads =
-      config.train.threads > 0 ? config.train.threads : omp_get_num_procs();
+  const int threads = train_threads(config);
   ops::set_num_threads(threads);
   Config layout = config;
   layout.train.eval_samples = kVerifyEvalSamples;

@@ -12,8 +12,8 @@
 #   max_acts_error_mib=X  the largest difference between the plan's
 #                     activation peak per rank and the largest measured
 #                     (act_peak_mib), over the layouts whose peak the plan
-#                     models (the GPT in one stage without sequence
-#                     parallelism; with and without recompute)
+#                     models (the GPT in one stage, sequence
+#                     parallelism included; with and without recompute)
 # The plan is calibrated in the same run: from a 1-rank `ndtrain bench` of
 # the model, one rank's GFLOP/s (flops_per_step / (step time - the
 # optimizer step)) and the update's time per parameter (update_ms /

@@ -346,6 +346,75 @@ StepPieces pieces_1d(
   return s;
 }
 
+// The ViT's classifier head in serial and 1D (replicated; under tp_seq on
+// the last block's output [n, C] all-gathered to [N, C]), B samples, K
+// classes, forward and backward: it leaves the block's dy [n, C] live and
+// frees the last block's output. Pooling by the class token copies its
+// row [B, C] and keeps no token after the forward; mean pooling keeps the
+// LayerNorm's input (every token) to its backward.
+std::function<void()> vit_head_1d(
+    LiveBytes& m,
+    int64_t N,
+    int64_t n,
+    int64_t C,
+    int64_t B,
+    int64_t K,
+    bool cls,
+    bool seq) {
+  return [=, &m] {
+    if (seq)
+      m.alloc(N * C);  // the gathered tokens
+    if (cls) {
+      m.alloc(B * C);  // the class token's row
+      m.alloc(B * C);  // LayerNorm's output and statistics
+      m.alloc(B);
+      m.alloc(B);
+    } else {
+      m.alloc(N * C);  // LayerNorm on every token
+      m.alloc(N);
+      m.alloc(N);
+      m.alloc(B * C);  // the mean
+      m.free(N * C);
+    }
+    m.alloc(B * K);  // logits, losses, probabilities
+    m.alloc(B);
+    m.alloc(B * K);
+    m.free(B);
+    m.free(B * K);
+    // The head's input goes with the forward, unless LayerNorm keeps it;
+    // then the last block's output, which the gather copied.
+    if (cls && seq)
+      m.free(N * C);
+    if (cls || seq)
+      m.free(n * C);
+    // Backward: the linear's dx, then its saved input.
+    m.alloc(B * C);
+    m.free(B * C);
+    if (cls) {
+      m.alloc(B * C);  // LayerNorm's dx; its input and statistics go
+      m.free(B * C);
+      m.free(B);
+      m.free(B);
+      m.free(B * C);   // the linear's dx
+      m.alloc(N * C);  // dx: the class token's row, zeros elsewhere
+      m.free(B * C);   // LayerNorm's dx
+    } else {
+      m.alloc(N * C);  // the mean's dx
+      m.alloc(N * C);  // LayerNorm's dx; its input and statistics go
+      m.free(N * C);
+      m.free(N);
+      m.free(N);
+      m.free(N * C);  // the mean's dx
+      m.free(B * C);  // the linear's dx
+    }
+    m.free(B * K);  // the probabilities, d(logits) in place
+    if (seq) {
+      m.alloc(n * C);  // my tokens of dx
+      m.free(N * C);
+    }
+  };
+}
+
 // 2D, 2.5D and 3D from the LM head's backward on: r rows and c, f, v
 // columns of each block; linear_dx(in, out, gelu, held) is the mode's
 // linear backward to its dx [r, in], releasing its saved input (held: the
@@ -516,7 +585,18 @@ StepPieces pieces_3d(
 
 bool step_activation_modelled(
     const ModelShape& shape, const ParallelConfig& parallel) {
-  return shape.kind == ModelKind::kGpt && parallel.pp == 1;
+  if (parallel.pp > 1)
+    return false;
+  switch (shape.kind) {
+    case ModelKind::kGpt:
+      return true;
+    case ModelKind::kVit:
+      return parallel.sp == 1 &&
+             (shape.tp == 1 || shape.tp_mode == TpMode::k1d);
+    case ModelKind::kMlp:
+      return false;
+  }
+  return false;
 }
 
 int64_t step_activation_bytes(
@@ -529,11 +609,16 @@ int64_t step_activation_bytes(
   NDT_CHECK(
       step_activation_modelled(shape, parallel),
       ConfigError,
-      "the plan's step activation model covers the GPT (its token "
-      "embedding and LM head) in one stage, not model.kind=",
+      "the plan's step activation model covers the GPT in one stage and "
+      "the ViT in one stage, serial or 1D, without sequence parallelism; "
+      "not model.kind=",
       to_string(shape.kind),
       ", parallel.pp=",
-      parallel.pp);
+      parallel.pp,
+      ", parallel.tp_mode=",
+      to_string(shape.tp_mode),
+      ", parallel.sp=",
+      parallel.sp);
   int64_t blocks = 0;
   for (const ModuleShape& mod : shape.modules)
     blocks += mod.kind == ModuleKind::kTransformerBlock;
@@ -575,6 +660,16 @@ int64_t step_activation_bytes(
         tp,
         seq,
         drop);
+    if (shape.kind == ModelKind::kVit)
+      s.head = vit_head_1d(
+          m,
+          N,
+          n,
+          C,
+          samples,
+          shape.classes,
+          shape.pool == HeadPool::kCls,
+          seq);
   } else if (shape.tp_mode == TpMode::k3d) {
     const int64_t q = shape.tp_side;
     const int64_t r = divide(N, q * q, "rows");
@@ -594,6 +689,11 @@ int64_t step_activation_bytes(
     for (int64_t e : s.tail_saved)
       m.free(e);
   };
+  // The ViT's patch embedding keeps its patches [B, NP, Ch P^2].
+  if (shape.kind == ModelKind::kVit) {
+    const int64_t patches = T - (shape.pool == HeadPool::kCls ? 1 : 0);
+    m.alloc(samples * patches * shape.patch_inputs);
+  }
   if (parallel.recompute == Recompute::kNone) {
     // Every block's forward state, the embedding's output (block 1's
     // input); then the last block's tail, the head, its backward.

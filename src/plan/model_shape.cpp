@@ -219,6 +219,7 @@ ModelShape mlp_shape(const MlpOptions& o) {
     in = o.hidden[i];
   }
   s.modules.push_back(classifier_head(false, in, o.classes, Split()));
+  s.classes = o.classes;
   return s;
 }
 
@@ -264,6 +265,8 @@ ModelShape vit_shape(const VitOptions& o, const Split& sp) {
   for (int i = 0; i < o.depth; ++i)
     s.modules.push_back(block(i, C, o.mlp_dim, o.heads, T, sp));
   s.modules.push_back(classifier_head(true, C, o.classes, sp));
+  s.classes = o.classes;
+  s.patch_inputs = int64_t{o.channels} * o.patch * o.patch;
   return s;
 }
 

@@ -61,6 +61,8 @@ struct ModelShape {
   int64_t loss_terms_per_sample = 1;
   int64_t vocab = 0;                // V (GPT)
   HeadPool pool = HeadPool::kNone;  // the classifier's pooling (ViT)
+  int64_t classes = 0;              // K (MLP, ViT)
+  int64_t patch_inputs = 0;         // Ch P^2, one patch's pixels (ViT)
   std::vector<ModuleShape> modules;
 
   int num_modules() const {

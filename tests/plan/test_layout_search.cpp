@@ -471,7 +471,8 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
 }
 
 // Recompute is offered where the plan models the activations it saves
-// (the GPT in one stage, sequence parallelism included): it adds the
+// (the GPT in one stage, sequence parallelism included; the ViT in one
+// stage, serial or 1D, without it): it adds the
 // blocks' forward to the compute and holds less; chosen by the user, it
 // holds for every layout, pipelines included.
 TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
@@ -495,11 +496,25 @@ TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
   EXPECT_TRUE(offered(layout_candidates(
                           load_config(kGpt, {"parallel.recompute=block"}), 4))
                   .empty());
+  // The ViT's: in one stage, serial or 1D, without sp.
+  const auto vit = offered(layout_candidates(
+      load_config(std::string(NDT_SOURCE_DIR) + "/configs/verify/vit.yaml", {}),
+      4));
+  EXPECT_FALSE(vit.empty());
+  for (const auto& l : vit) {
+    for (const char* k :
+         {"parallel.tp_mode=2d",
+          "parallel.tp_mode=2.5d",
+          "parallel.tp_mode=3d"})
+      EXPECT_EQ(std::find(l.begin(), l.end(), k), l.end());
+    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.sp=1"), l.end());
+    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.pp=1"), l.end());
+  }
   EXPECT_TRUE(
       offered(
           layout_candidates(
               load_config(
-                  std::string(NDT_SOURCE_DIR) + "/configs/verify/vit.yaml", {}),
+                  std::string(NDT_SOURCE_DIR) + "/configs/verify/mlp.yaml", {}),
               4))
           .empty());
 

@@ -415,6 +415,67 @@ std::function<void()> vit_head_1d(
   };
 }
 
+// The ViT's classifier head in 2D, 2.5D and 3D on the last block's output
+// [r, c] (Bg samples of the grid's, r / Bg tokens each): the grid's
+// LayerNorm, then the replicated linear, which all-gathers its input's
+// features to [Bg, C] and keeps that copy; K classes. As vit_head_1d it
+// leaves the block's dy [r, c] live and frees the last block's output.
+std::function<void()> vit_head_grid(
+    LiveBytes& m,
+    int64_t r,
+    int64_t Bg,
+    int64_t c,
+    int64_t C,
+    int64_t K,
+    bool cls) {
+  return [=, &m] {
+    if (cls) {
+      m.alloc(Bg * c);  // the class token's row
+      m.alloc(Bg * c);  // LayerNorm's output and statistics
+      m.alloc(Bg);
+      m.alloc(Bg);
+    } else {
+      m.alloc(r * c);  // LayerNorm on every token
+      m.alloc(r);
+      m.alloc(r);
+      m.alloc(Bg * c);  // the mean
+      m.free(r * c);
+    }
+    m.alloc(Bg * C);  // the linear's gathered input
+    m.alloc(Bg * K);  // logits, losses, probabilities
+    m.alloc(Bg);
+    m.alloc(Bg * K);
+    m.free(Bg);
+    m.free(Bg * K);
+    m.free(Bg * c);  // the linear's input (LayerNorm's output, the mean)
+    if (cls)
+      m.free(r * c);  // the last block's output
+    // Backward: the linear's dx [Bg, C] and its saved copy, my features.
+    m.alloc(Bg * C);
+    m.free(Bg * C);
+    m.alloc(Bg * c);
+    m.free(Bg * C);
+    if (cls) {
+      m.alloc(Bg * c);  // LayerNorm's dx; its input and statistics go
+      m.free(Bg * c);
+      m.free(Bg);
+      m.free(Bg);
+      m.free(Bg * c);  // the linear's dx
+      m.alloc(r * c);  // dx: the class token's row, zeros elsewhere
+      m.free(Bg * c);  // LayerNorm's dx
+    } else {
+      m.alloc(r * c);  // the mean's dx
+      m.alloc(r * c);  // LayerNorm's dx; its input and statistics go
+      m.free(r * c);
+      m.free(r);
+      m.free(r);
+      m.free(r * c);   // the mean's dx
+      m.free(Bg * c);  // the linear's dx
+    }
+    m.free(Bg * K);  // the probabilities, d(logits) in place
+  };
+}
+
 // 2D, 2.5D and 3D from the LM head's backward on: r rows and c, f, v
 // columns of each block; linear_dx(in, out, gelu, held) is the mode's
 // linear backward to its dx [r, in], releasing its saved input (held: the
@@ -591,8 +652,7 @@ bool step_activation_modelled(
     case ModelKind::kGpt:
       return true;
     case ModelKind::kVit:
-      return parallel.sp == 1 &&
-             (shape.tp == 1 || shape.tp_mode == TpMode::k1d);
+      return parallel.sp == 1;
     case ModelKind::kMlp:
       return false;
   }
@@ -610,13 +670,10 @@ int64_t step_activation_bytes(
       step_activation_modelled(shape, parallel),
       ConfigError,
       "the plan's step activation model covers the GPT in one stage and "
-      "the ViT in one stage, serial or 1D, without sequence parallelism; "
-      "not model.kind=",
+      "the ViT in one stage without sequence parallelism; not model.kind=",
       to_string(shape.kind),
       ", parallel.pp=",
       parallel.pp,
-      ", parallel.tp_mode=",
-      to_string(shape.tp_mode),
       ", parallel.sp=",
       parallel.sp);
   int64_t blocks = 0;
@@ -643,6 +700,9 @@ int64_t step_activation_bytes(
     }
     return a;
   };
+  const bool vit = shape.kind == ModelKind::kVit;
+  const bool cls = shape.pool == HeadPool::kCls;
+  int64_t embed_samples = samples;  // the input layer's: the mode's block
   LiveBytes m;
   StepPieces s;
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
@@ -660,27 +720,24 @@ int64_t step_activation_bytes(
         tp,
         seq,
         drop);
-    if (shape.kind == ModelKind::kVit)
-      s.head = vit_head_1d(
-          m,
-          N,
-          n,
-          C,
-          samples,
-          shape.classes,
-          shape.pool == HeadPool::kCls,
-          seq);
+    if (vit)
+      s.head = vit_head_1d(m, N, n, C, samples, shape.classes, cls, seq);
   } else if (shape.tp_mode == TpMode::k3d) {
     const int64_t q = shape.tp_side;
     const int64_t r = divide(N, q * q, "rows");
+    embed_samples = samples / (q * q);
     s = pieces_3d(
-        m, q, r, C / q, F / q, V / q, core(samples / (q * q), q, r), drop);
+        m, q, r, C / q, F / q, V / q, core(embed_samples, q, r), drop);
+    if (vit)
+      s.head = vit_head_grid(m, r, embed_samples, C / q, C, shape.classes, cls);
   } else {
     const int64_t q = shape.tp_side;
     const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
     const int64_t r = divide(N, q * d, "rows");
-    s = pieces_2d(
-        m, r, C / q, F / q, V / q, core(samples / (q * d), q, r), drop);
+    embed_samples = samples / (q * d);
+    s = pieces_2d(m, r, C / q, F / q, V / q, core(embed_samples, q, r), drop);
+    if (vit)
+      s.head = vit_head_grid(m, r, embed_samples, C / q, C, shape.classes, cls);
   }
   const int64_t block = block_activation_bytes(shape, parallel, heads, samples);
   const int64_t io = s.tail_saved.front();  // a block's input or output
@@ -690,10 +747,8 @@ int64_t step_activation_bytes(
       m.free(e);
   };
   // The ViT's patch embedding keeps its patches [B, NP, Ch P^2].
-  if (shape.kind == ModelKind::kVit) {
-    const int64_t patches = T - (shape.pool == HeadPool::kCls ? 1 : 0);
-    m.alloc(samples * patches * shape.patch_inputs);
-  }
+  if (vit)
+    m.alloc(embed_samples * (T - (cls ? 1 : 0)) * shape.patch_inputs);
   if (parallel.recompute == Recompute::kNone) {
     // Every block's forward state, the embedding's output (block 1's
     // input); then the last block's tail, the head, its backward.

@@ -180,8 +180,8 @@ std::vector<std::vector<std::string>> layout_candidates(
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
   // Recompute where the plan shows what it saves (step_activation_bytes:
-  // the GPT in one stage; the ViT in one stage, serial or 1D, without
-  // sp), unless the user chose it for every layout.
+  // the GPT in one stage; the ViT in one stage without sp), unless the
+  // user chose it for every layout.
   const bool try_recompute = base.model.kind != ModelKind::kMlp &&
                              base.parallel.recompute == Recompute::kNone;
   for (int dp : divisors(ranks)) {
@@ -215,12 +215,8 @@ std::vector<std::vector<std::string>> layout_candidates(
                 l.push_back("parallel.tp=1");
               l.insert(l.end(), mode.begin(), mode.end());
               out.push_back(l);
-              const bool grid =
-                  tp > 1 &&
-                  std::find(mode.begin(), mode.end(), "parallel.tp_mode=1d") ==
-                      mode.end();
               const bool modelled =
-                  base.model.kind == ModelKind::kGpt || (sp == 1 && !grid);
+                  base.model.kind == ModelKind::kGpt || sp == 1;
               if (try_recompute && pp == 1 && modelled) {
                 l.push_back("parallel.recompute=block");
                 out.push_back(l);

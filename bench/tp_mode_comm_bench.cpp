@@ -74,7 +74,8 @@ int measure(ProcessGroup& world, const Config& config) {
   // Under ZeRO stage 1 the rank's place in the gradient sync picks the
   // buckets it updates.
   const int sync_rank = engine.ddp() ? engine.ddp()->group().rank() : 0;
-  const StepComm want = step_comm(config, mesh.coord("pp"), sync_rank);
+  const StepComm want =
+      step_comm(config, mesh.coord("pp"), sync_rank, mesh.coord("sp"));
   double err = 0;
   int64_t total = 0, planned = 0;
   std::vector<std::string> lines;
@@ -122,7 +123,8 @@ int measure(ProcessGroup& world, const Config& config) {
         config.model.heads,
         samples,
         config.model.dropout,
-        train_threads(config));
+        train_threads(config),
+        mesh.coord("sp"));
   double act_err = step_acts < 0
                        ? 0.0
                        : std::fabs(static_cast<double>(acts_peak - step_acts));

@@ -346,134 +346,97 @@ StepPieces pieces_1d(
   return s;
 }
 
-// The ViT's classifier head in serial and 1D (replicated; under tp_seq on
-// the last block's output [n, C] all-gathered to [N, C]), B samples, K
-// classes, forward and backward: it leaves the block's dy [n, C] live and
-// frees the last block's output. Pooling by the class token copies its
-// row [B, C] and keeps no token after the forward; mean pooling keeps the
-// LayerNorm's input (every token) to its backward.
-std::function<void()> vit_head_1d(
-    LiveBytes& m,
-    int64_t N,
-    int64_t n,
-    int64_t C,
-    int64_t B,
-    int64_t K,
-    bool cls,
-    bool seq) {
-  return [=, &m] {
-    if (seq)
-      m.alloc(N * C);  // the gathered tokens
-    if (cls) {
-      m.alloc(B * C);  // the class token's row
-      m.alloc(B * C);  // LayerNorm's output and statistics
+// The ViT's classifier head on one rank, forward and backward: it frees
+// the last block's output (own) and leaves that block's dy (own) live.
+// The head reads its input [R, w] (B samples, R / B tokens each, w of the
+// C features): the block's output, or the last of the gathered copies the
+// layouts make of it (tp_seq's all-gather of my tokens over tp, then
+// sequence parallelism's of every rank's tokens over sp). Under sp only
+// sp rank 0 runs it (root); the others take their tokens of the
+// broadcast dx. Pooling by the class token copies its row [B, w] and keeps
+// no token after the forward; mean pooling keeps the LayerNorm's input
+// (every token) to its backward. The linear keeps its input [B, w], or
+// under 2D, 2.5D and 3D (grid) its features all-gathered to [B, C].
+struct VitHead {
+  bool cls = false, grid = false, root = true;
+  int64_t B = 0, R = 0, w = 0, C = 0, K = 0, own = 0;
+  std::vector<int64_t> gathers;  // in the order made
+};
+
+void vit_head(LiveBytes& m, const VitHead& h) {
+  const int64_t B = h.B, R = h.R, w = h.w, C = h.C, K = h.K;
+  const int64_t in = h.gathers.empty() ? h.own : h.gathers.back();
+  for (int64_t g : h.gathers)
+    m.alloc(g);
+  const bool keeps_input = h.root && !h.cls;
+  if (h.root) {
+    if (h.cls) {
+      m.alloc(B * w);  // the class token's row
+      m.alloc(B * w);  // LayerNorm's output and statistics
       m.alloc(B);
       m.alloc(B);
     } else {
-      m.alloc(N * C);  // LayerNorm on every token
-      m.alloc(N);
-      m.alloc(N);
-      m.alloc(B * C);  // the mean
-      m.free(N * C);
+      m.alloc(R * w);  // LayerNorm on every token
+      m.alloc(R);
+      m.alloc(R);
+      m.alloc(B * w);  // the mean
+      m.free(R * w);
     }
-    m.alloc(B * K);  // logits, losses, probabilities
+    if (h.grid)
+      m.alloc(B * C);  // the linear's gathered input
+    m.alloc(B * K);    // logits, losses, probabilities
     m.alloc(B);
     m.alloc(B * K);
     m.free(B);
     m.free(B * K);
-    // The head's input goes with the forward, unless LayerNorm keeps it;
-    // then the last block's output, which the gather copied.
-    if (cls && seq)
-      m.free(N * C);
-    if (cls || seq)
-      m.free(n * C);
-    // Backward: the linear's dx, then its saved input.
-    m.alloc(B * C);
-    m.free(B * C);
-    if (cls) {
-      m.alloc(B * C);  // LayerNorm's dx; its input and statistics go
+    if (h.grid)
+      m.free(B * w);  // the linear's input, copied
+  }
+  // The gathered copies go with the forward, the last one unless the
+  // LayerNorm keeps it; then the block's output, likewise.
+  for (size_t i = h.gathers.size(); i-- > 0;) {
+    if (!(keeps_input && i + 1 == h.gathers.size()))
+      m.free(h.gathers[i]);
+  }
+  if (!(keeps_input && h.gathers.empty()))
+    m.free(h.own);
+  if (h.root) {
+    // Backward: the linear's dx and its saved input.
+    if (h.grid) {
+      m.alloc(B * C);
       m.free(B * C);
-      m.free(B);
-      m.free(B);
-      m.free(B * C);   // the linear's dx
-      m.alloc(N * C);  // dx: the class token's row, zeros elsewhere
-      m.free(B * C);   // LayerNorm's dx
+      m.alloc(B * w);
+      m.free(B * C);
     } else {
-      m.alloc(N * C);  // the mean's dx
-      m.alloc(N * C);  // LayerNorm's dx; its input and statistics go
-      m.free(N * C);
-      m.free(N);
-      m.free(N);
-      m.free(N * C);  // the mean's dx
-      m.free(B * C);  // the linear's dx
+      m.alloc(B * w);
+      m.free(B * w);
+    }
+    if (h.cls) {
+      m.alloc(B * w);  // LayerNorm's dx; its input and statistics go
+      m.free(B * w);
+      m.free(B);
+      m.free(B);
+      m.free(B * w);   // the linear's dx
+      m.alloc(R * w);  // dx: the class token's row, zeros elsewhere
+      m.free(B * w);   // LayerNorm's dx
+    } else {
+      m.alloc(R * w);  // the mean's dx
+      m.alloc(R * w);  // LayerNorm's dx; its input and statistics go
+      m.free(in);
+      m.free(R);
+      m.free(R);
+      m.free(R * w);  // the mean's dx
+      m.free(B * w);  // the linear's dx
     }
     m.free(B * K);  // the probabilities, d(logits) in place
-    if (seq) {
-      m.alloc(n * C);  // my tokens of dx
-      m.free(N * C);
-    }
-  };
-}
-
-// The ViT's classifier head in 2D, 2.5D and 3D on the last block's output
-// [r, c] (Bg samples of the grid's, r / Bg tokens each): the grid's
-// LayerNorm, then the replicated linear, which all-gathers its input's
-// features to [Bg, C] and keeps that copy; K classes. As vit_head_1d it
-// leaves the block's dy [r, c] live and frees the last block's output.
-std::function<void()> vit_head_grid(
-    LiveBytes& m,
-    int64_t r,
-    int64_t Bg,
-    int64_t c,
-    int64_t C,
-    int64_t K,
-    bool cls) {
-  return [=, &m] {
-    if (cls) {
-      m.alloc(Bg * c);  // the class token's row
-      m.alloc(Bg * c);  // LayerNorm's output and statistics
-      m.alloc(Bg);
-      m.alloc(Bg);
-    } else {
-      m.alloc(r * c);  // LayerNorm on every token
-      m.alloc(r);
-      m.alloc(r);
-      m.alloc(Bg * c);  // the mean
-      m.free(r * c);
-    }
-    m.alloc(Bg * C);  // the linear's gathered input
-    m.alloc(Bg * K);  // logits, losses, probabilities
-    m.alloc(Bg);
-    m.alloc(Bg * K);
-    m.free(Bg);
-    m.free(Bg * K);
-    m.free(Bg * c);  // the linear's input (LayerNorm's output, the mean)
-    if (cls)
-      m.free(r * c);  // the last block's output
-    // Backward: the linear's dx [Bg, C] and its saved copy, my features.
-    m.alloc(Bg * C);
-    m.free(Bg * C);
-    m.alloc(Bg * c);
-    m.free(Bg * C);
-    if (cls) {
-      m.alloc(Bg * c);  // LayerNorm's dx; its input and statistics go
-      m.free(Bg * c);
-      m.free(Bg);
-      m.free(Bg);
-      m.free(Bg * c);  // the linear's dx
-      m.alloc(r * c);  // dx: the class token's row, zeros elsewhere
-      m.free(Bg * c);  // LayerNorm's dx
-    } else {
-      m.alloc(r * c);  // the mean's dx
-      m.alloc(r * c);  // LayerNorm's dx; its input and statistics go
-      m.free(r * c);
-      m.free(r);
-      m.free(r);
-      m.free(r * c);   // the mean's dx
-      m.free(Bg * c);  // the linear's dx
-    }
-    m.free(Bg * K);  // the probabilities, d(logits) in place
-  };
+  } else {
+    m.alloc(in);  // the broadcast dx
+  }
+  // Back through the gathers: each takes my part of the dx before it.
+  for (size_t i = h.gathers.size(); i-- > 0;) {
+    m.alloc(i > 0 ? h.gathers[i - 1] : h.own);
+    m.free(h.gathers[i]);
+  }
 }
 
 // 2D, 2.5D and 3D from the LM head's backward on: r rows and c, f, v
@@ -652,7 +615,7 @@ bool step_activation_modelled(
     case ModelKind::kGpt:
       return true;
     case ModelKind::kVit:
-      return parallel.sp == 1;
+      return true;
     case ModelKind::kMlp:
       return false;
   }
@@ -665,17 +628,16 @@ int64_t step_activation_bytes(
     int heads,
     int64_t samples,
     float dropout,
-    int threads) {
+    int threads,
+    int sp_rank) {
   NDT_CHECK(
       step_activation_modelled(shape, parallel),
       ConfigError,
-      "the plan's step activation model covers the GPT in one stage and "
-      "the ViT in one stage without sequence parallelism; not model.kind=",
+      "the plan's step activation model covers the GPT and the ViT in one "
+      "stage, not model.kind=",
       to_string(shape.kind),
       ", parallel.pp=",
-      parallel.pp,
-      ", parallel.sp=",
-      parallel.sp);
+      parallel.pp);
   int64_t blocks = 0;
   for (const ModuleShape& mod : shape.modules)
     blocks += mod.kind == ModuleKind::kTransformerBlock;
@@ -685,14 +647,20 @@ int64_t step_activation_bytes(
   const int tp = shape.tp;
   const bool drop = dropout > 0;
   // The core of the mode's samples and heads on its r rows of c columns;
-  // ring attention's backward tiles: the GPT is causal, so its split is
-  // zig-zag (sequence_split), a run of my tokens per tile's queries; each
-  // thread holds its own where there are (sample, head) pairs for all.
+  // ring attention's backward tiles: a run of my tokens per tile's
+  // queries (the causal GPT's split is zig-zag, the ViT's contiguous:
+  // sequence_split); each thread holds its own where there are (sample,
+  // head) pairs for all.
   const auto core = [&](int64_t core_samples, int64_t split, int64_t r) {
     CoreShape a =
         core_shape(parallel, core_samples, heads / split, T, r, C / split);
     if (a.kind == SpAttention::kRing) {
-      const SeqShard shard(SeqSplit::kZigzag, T, 0, parallel.sp);
+      const SeqShard shard(
+          shape.kind == ModelKind::kGpt ? SeqSplit::kZigzag
+                                        : SeqSplit::kContiguous,
+          T,
+          0,
+          parallel.sp);
       a.ring_tile = 2 * std::max<int64_t>(shard.runs().front().length, 1) *
                     RingAttention::kDefaultBlock;
       const int64_t pairs = core_samples * (heads / split);
@@ -703,6 +671,7 @@ int64_t step_activation_bytes(
   const bool vit = shape.kind == ModelKind::kVit;
   const bool cls = shape.pool == HeadPool::kCls;
   int64_t embed_samples = samples;  // the input layer's: the mode's block
+  VitHead h;
   LiveBytes m;
   StepPieces s;
   if (tp == 1 || shape.tp_mode == TpMode::k1d) {
@@ -720,24 +689,39 @@ int64_t step_activation_bytes(
         tp,
         seq,
         drop);
-    if (vit)
-      s.head = vit_head_1d(m, N, n, C, samples, shape.classes, cls, seq);
+    h.own = n * C;
+    if (seq)
+      h.gathers.push_back(N * C);
   } else if (shape.tp_mode == TpMode::k3d) {
     const int64_t q = shape.tp_side;
     const int64_t r = divide(N, q * q, "rows");
     embed_samples = samples / (q * q);
     s = pieces_3d(
         m, q, r, C / q, F / q, V / q, core(embed_samples, q, r), drop);
-    if (vit)
-      s.head = vit_head_grid(m, r, embed_samples, C / q, C, shape.classes, cls);
+    h.grid = true;
+    h.own = r * (C / q);
   } else {
     const int64_t q = shape.tp_side;
     const int64_t d = shape.tp_mode == TpMode::k2p5d ? parallel.tp_depth : 1;
     const int64_t r = divide(N, q * d, "rows");
     embed_samples = samples / (q * d);
     s = pieces_2d(m, r, C / q, F / q, V / q, core(embed_samples, q, r), drop);
-    if (vit)
-      s.head = vit_head_grid(m, r, embed_samples, C / q, C, shape.classes, cls);
+    h.grid = true;
+    h.own = r * (C / q);
+  }
+  if (vit) {
+    // The head's samples and width: the mode's; under sp every token,
+    // gathered over sp, and run on sp rank 0.
+    h.cls = cls;
+    h.B = embed_samples;
+    h.w = h.grid ? C / shape.tp_side : C;
+    h.C = C;
+    h.K = shape.classes;
+    h.R = h.B * T;
+    if (parallel.sp > 1)
+      h.gathers.push_back(h.R * h.w);
+    h.root = sp_rank == 0;
+    s.head = [&m, h] { vit_head(m, h); };
   }
   const int64_t block = block_activation_bytes(shape, parallel, heads, samples);
   const int64_t io = s.tail_saved.front();  // a block's input or output

@@ -63,17 +63,21 @@ int64_t block_activation_bytes(
     int heads,
     int64_t samples);
 
-// Whether step_activation_bytes covers the layout: the GPT in one stage.
+// Whether step_activation_bytes covers the layout: the GPT or the ViT in
+// one stage.
 bool step_activation_modelled(
     const ModelShape& shape, const ParallelConfig& parallel);
 
-// The activation peak of one training step of the GPT per rank (where
-// step_activation_modelled; ConfigError otherwise), in the allocator's
-// size classes: every block's forward state and the embedding's output,
-// then the LM head's forward and backward and the last block's backward,
-// tensor by tensor in the order the layers allocate and free them; the
-// largest live sum. threads: train.threads (ring attention's backward
-// holds a pair of score tiles per thread).
+// The activation peak of one training step of the GPT or the ViT per rank
+// (where step_activation_modelled; ConfigError otherwise), in the
+// allocator's size classes: every block's forward state and the
+// embedding's output (and the ViT's patches), then the head's forward and
+// backward (the LM head; the classifier head, with its gathers under
+// tp_seq and sp) and the last block's backward, tensor by tensor in the
+// order the layers allocate and free them; the largest live sum.
+// threads: train.threads (ring attention's backward holds a pair of score
+// tiles per thread). sp_rank: the rank's place on sp (the ViT's head runs
+// on sp rank 0).
 // Under parallel.recompute=block the forward holds only the embedding's
 // and every block's output, and the last block's forward state lives
 // while that block runs forward, then again from its recomputed forward
@@ -84,6 +88,7 @@ int64_t step_activation_bytes(
     int heads,
     int64_t samples,
     float dropout,
-    int threads);
+    int threads,
+    int sp_rank);
 
 }  // namespace ndt

@@ -180,8 +180,8 @@ std::vector<std::vector<std::string>> layout_candidates(
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
   // Recompute where the plan shows what it saves (step_activation_bytes:
-  // the GPT in one stage; the ViT in one stage without sp), unless the
-  // user chose it for every layout.
+  // the GPT and the ViT in one stage), unless the user chose it for every
+  // layout.
   const bool try_recompute = base.model.kind != ModelKind::kMlp &&
                              base.parallel.recompute == Recompute::kNone;
   for (int dp : divisors(ranks)) {
@@ -215,9 +215,7 @@ std::vector<std::vector<std::string>> layout_candidates(
                 l.push_back("parallel.tp=1");
               l.insert(l.end(), mode.begin(), mode.end());
               out.push_back(l);
-              const bool modelled =
-                  base.model.kind == ModelKind::kGpt || sp == 1;
-              if (try_recompute && pp == 1 && modelled) {
+              if (try_recompute && pp == 1) {
                 l.push_back("parallel.recompute=block");
                 out.push_back(l);
               }
@@ -339,13 +337,20 @@ LayoutCost layout_cost(
   if (step_activation_modelled(shape, p)) {
     const int64_t samples =
         config.train.batch_size / p.dp / std::max(p.microbatches, 1);
-    c.act_bytes = step_activation_bytes(
-        shape,
-        p,
-        config.model.heads,
-        samples,
-        config.model.dropout,
-        train_threads(config));
+    // The largest rank's: sp rank 0 runs the ViT's head, the others
+    // receive its dx.
+    for (int sp_rank = 0; sp_rank < std::min(p.sp, 2); ++sp_rank) {
+      c.act_bytes = std::max(
+          c.act_bytes,
+          step_activation_bytes(
+              shape,
+              p,
+              config.model.heads,
+              samples,
+              config.model.dropout,
+              train_threads(config),
+              sp_rank));
+    }
   }
   return c;
 }

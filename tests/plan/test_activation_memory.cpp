@@ -58,6 +58,9 @@ const std::vector<std::string> kVit = {
     "model.dropout=0.1",
     "train.batch_size=8"};
 
+const std::vector<std::string> kMlp = {
+    "model.kind=mlp", "model.hidden=[64]", "train.batch_size=8"};
+
 struct Case {
   std::string name;
   const std::vector<std::string>* model;
@@ -202,23 +205,22 @@ TEST(ActivationMemory, StepModelRefusesWhatItDoesNotCover) {
         c.model.heads,
         8,
         c.model.dropout,
-        c.train.threads);
+        c.train.threads,
+        0);
   };
   EXPECT_GT(step(kGpt), 0);
-  // The ViT in one stage without sp.
+  // The ViT in one stage.
   EXPECT_GT(step(kVit), 0);
   for (const std::vector<std::string>& mode :
        {std::vector<std::string>{"parallel.tp=2", "parallel.tp_seq=true"},
         {"parallel.tp=4", "parallel.tp_mode=2d"},
-        {"parallel.tp=8", "parallel.tp_mode=3d"}}) {
+        {"parallel.tp=8", "parallel.tp_mode=3d"},
+        {"parallel.sp=2", "model.pool=mean"}}) {
     std::vector<std::string> vit = kVit;
     vit.insert(vit.end(), mode.begin(), mode.end());
     EXPECT_GT(step(vit), 0) << mode[1];
   }
-  std::vector<std::string> vit_sp = kVit;
-  vit_sp.push_back("parallel.sp=2");
-  vit_sp.push_back("model.pool=mean");
-  EXPECT_THROW(step(vit_sp), ConfigError);
+  EXPECT_THROW(step(kMlp), ConfigError);
   std::vector<std::string> pp = kGpt;
   pp.push_back("parallel.pp=2");
   EXPECT_THROW(step(pp), ConfigError);

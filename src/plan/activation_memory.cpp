@@ -605,21 +605,137 @@ StepPieces pieces_3d(
   return s;
 }
 
+// Tensors held by reference counts, as Tensor's storage is: a tensor's
+// bytes go when its last holder lets go.
+class Held {
+ public:
+  explicit Held(LiveBytes& m) : m_(m) {}
+  int make(int64_t elements) {
+    m_.alloc(elements);
+    t_.push_back({elements, 1});
+    return static_cast<int>(t_.size()) - 1;
+  }
+  void hold(int id) {
+    ++t_.at(id).refs;
+  }
+  void drop(int id) {
+    if (--t_.at(id).refs == 0)
+      m_.free(t_[id].elements);
+  }
+
+ private:
+  struct T {
+    int64_t elements, refs;
+  };
+  LiveBytes& m_;
+  std::vector<T> t_;
+};
+
+// The MLP's step (one stage, one replica per process) as Model runs it:
+// B samples through its hidden linears (each keeps its input, and ReLU's
+// output or GELU's product before it) and dropout layers, the classifier
+// head (a linear that keeps its input; logits, losses, probabilities),
+// then backward; under recompute each block keeps only its input between
+// its forward and the forward its backward runs again. The input layer's
+// output is the batch itself, not an activation.
+int64_t mlp_step_bytes(const ModelShape& shape, int64_t B, bool recompute) {
+  LiveBytes m;
+  Held t(m);
+  const int none = -1;
+  struct Module {
+    bool linear;
+    int64_t in, out;
+    std::vector<int> saved;
+    int input = -1;  // recompute: the block's input
+  };
+  std::vector<Module> mods;
+  int64_t width = shape.modules.front().sample_out.at(0);
+  for (const ModuleShape& mod : shape.modules) {
+    if (mod.kind != ModuleKind::kLinear && mod.kind != ModuleKind::kDropout)
+      continue;
+    const int64_t out = mod.sample_out.at(0);
+    mods.push_back({mod.kind == ModuleKind::kLinear, width, out, {}, none});
+    width = out;
+  }
+  // A block's forward from input x: its output; what it saves.
+  const auto forward = [&](Module& b, int x) {
+    const int y = t.make(B * b.out);
+    if (!b.linear)
+      return y;
+    if (x != none) {
+      t.hold(x);
+      b.saved.push_back(x);
+    }
+    if (shape.act == Act::kRelu) {
+      t.hold(y);
+      b.saved.push_back(y);
+    } else if (shape.act == Act::kGelu) {
+      b.saved.push_back(t.make(B * b.out));  // before the GELU
+    }
+    return y;
+  };
+  const auto clear = [&](Module& b) {
+    for (int id : b.saved)
+      t.drop(id);
+    b.saved.clear();
+  };
+  int x = none;
+  for (Module& b : mods) {
+    const int y = forward(b, x);
+    if (recompute) {
+      clear(b);
+      if (x != none)
+        t.hold(x);
+      b.input = x;
+    }
+    if (x != none)
+      t.drop(x);
+    x = y;
+  }
+  // The head: its linear keeps its input (the forward lets go of it);
+  // logits, losses, probabilities.
+  const int64_t K = shape.classes;
+  const int logits = t.make(B * K);
+  const int losses = t.make(B);
+  const int probs = t.make(B * K);
+  t.drop(losses);
+  t.drop(logits);
+  // Backward: d(logits) in place over the probabilities; the linear's dx
+  // (none without a hidden layer: its input is the batch), then its input.
+  int g = mods.empty() ? none : t.make(B * width);
+  if (x != none)
+    t.drop(x);
+  t.drop(probs);
+  for (size_t i = mods.size(); i-- > 0;) {
+    Module& b = mods[i];
+    if (recompute) {
+      const int again = forward(b, b.input);
+      t.drop(again);
+      if (b.input != none)
+        t.drop(b.input);
+    }
+    // The first linear's input (the batch) needs no gradient.
+    const int dx = i > 0 ? t.make(B * b.in) : none;
+    if (b.linear && shape.act != Act::kNone) {
+      const int dpre = t.make(B * b.out);
+      clear(b);
+      t.drop(dpre);
+    } else {
+      clear(b);
+    }
+    if (g != none)
+      t.drop(g);
+    g = dx;
+  }
+  return m.peak();
+}
+
 }  // namespace
 
-bool step_activation_modelled(
-    const ModelShape& shape, const ParallelConfig& parallel) {
-  if (parallel.pp > 1)
-    return false;
-  switch (shape.kind) {
-    case ModelKind::kGpt:
-      return true;
-    case ModelKind::kVit:
-      return true;
-    case ModelKind::kMlp:
-      return false;
-  }
-  return false;
+bool step_activation_modelled(const ParallelConfig& parallel) {
+  // Threads' replicas share one process and its ledger.
+  return parallel.pp == 1 &&
+         (parallel.dp_mode == DpMode::kMpi || parallel.dp == 1);
 }
 
 int64_t step_activation_bytes(
@@ -631,13 +747,18 @@ int64_t step_activation_bytes(
     int threads,
     int sp_rank) {
   NDT_CHECK(
-      step_activation_modelled(shape, parallel),
+      step_activation_modelled(parallel),
       ConfigError,
-      "the plan's step activation model covers the GPT and the ViT in one "
-      "stage, not model.kind=",
-      to_string(shape.kind),
-      ", parallel.pp=",
-      parallel.pp);
+      "the plan's step activation model covers one stage and one replica "
+      "per process, not parallel.pp=",
+      parallel.pp,
+      ", parallel.dp=",
+      parallel.dp,
+      " with parallel.dp_mode=",
+      to_string(parallel.dp_mode));
+  if (shape.kind == ModelKind::kMlp)
+    return mlp_step_bytes(
+        shape, samples, parallel.recompute == Recompute::kBlock);
   int64_t blocks = 0;
   for (const ModuleShape& mod : shape.modules)
     blocks += mod.kind == ModuleKind::kTransformerBlock;

@@ -63,18 +63,19 @@ int64_t block_activation_bytes(
     int heads,
     int64_t samples);
 
-// Whether step_activation_bytes covers the layout: the GPT or the ViT in
-// one stage.
-bool step_activation_modelled(
-    const ModelShape& shape, const ParallelConfig& parallel);
+// Whether step_activation_bytes covers the layout: one stage, one replica
+// per process (not parallel.dp_mode=threads' replicas, which share one).
+bool step_activation_modelled(const ParallelConfig& parallel);
 
-// The activation peak of one training step of the GPT or the ViT per rank
-// (where step_activation_modelled; ConfigError otherwise), in the
-// allocator's size classes: every block's forward state and the
+// The activation peak of one training step per rank (where
+// step_activation_modelled; ConfigError otherwise), in the allocator's
+// size classes. The GPT and the ViT: every block's forward state and the
 // embedding's output (and the ViT's patches), then the head's forward and
 // backward (the LM head; the classifier head, with its gathers under
 // tp_seq and sp) and the last block's backward, tensor by tensor in the
-// order the layers allocate and free them; the largest live sum.
+// order the layers allocate and free them; the largest live sum. The MLP:
+// its layers' forward and backward, every tensor held as long as a layer
+// or the step holds it.
 // threads: train.threads (ring attention's backward holds a pair of score
 // tiles per thread). sp_rank: the rank's place on sp (the ViT's head runs
 // on sp rank 0).

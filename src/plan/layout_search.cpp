@@ -180,10 +180,8 @@ std::vector<std::vector<std::string>> layout_candidates(
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
   // Recompute where the plan shows what it saves (step_activation_bytes:
-  // the GPT and the ViT in one stage), unless the user chose it for every
-  // layout.
-  const bool try_recompute = base.model.kind != ModelKind::kMlp &&
-                             base.parallel.recompute == Recompute::kNone;
+  // one stage), unless the user chose it for every layout.
+  const bool try_recompute = base.parallel.recompute == Recompute::kNone;
   for (int dp : divisors(ranks)) {
     for (int pp : divisors(ranks / dp)) {
       for (int tp : divisors(ranks / dp / pp)) {
@@ -334,7 +332,7 @@ LayoutCost layout_cost(
     }
   }
   const ModelShape shape = model_shape(config.model, p);
-  if (step_activation_modelled(shape, p)) {
+  if (step_activation_modelled(p)) {
     const int64_t samples =
         config.train.batch_size / p.dp / std::max(p.microbatches, 1);
     // The largest rank's: sp rank 0 runs the ViT's head, the others

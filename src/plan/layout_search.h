@@ -15,12 +15,10 @@
 // Memory per rank: parameters, gradients and optimizer state
 // (rank_memory, the largest over the pipeline ranks and the ZeRO owners),
 // plus the activation peak where the plan models it (step_activation_
-// modelled: the GPT and the ViT in one stage; the largest over sp
-// ranks), else unknown.
+// modelled: one stage; the largest over sp ranks), else unknown.
 //
 // Under recompute the activations are modelled too (step_activation_
-// bytes), so the candidates whose activations the plan models (the GPT in
-// one stage, the ViT in one stage) come with and without
+// bytes), so the candidates in one stage come with and without
 // parallel.recompute=block (unless the user set it: then all recompute).
 //
 // Step time, per rank:

@@ -220,6 +220,7 @@ ModelShape mlp_shape(const MlpOptions& o) {
   }
   s.modules.push_back(classifier_head(false, in, o.classes, Split()));
   s.classes = o.classes;
+  s.act = o.act;
   return s;
 }
 

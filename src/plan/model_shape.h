@@ -63,6 +63,7 @@ struct ModelShape {
   HeadPool pool = HeadPool::kNone;  // the classifier's pooling (ViT)
   int64_t classes = 0;              // K (MLP, ViT)
   int64_t patch_inputs = 0;         // Ch P^2, one patch's pixels (ViT)
+  Act act = Act::kNone;             // the hidden layers' activation (MLP)
   std::vector<ModuleShape> modules;
 
   int num_modules() const {

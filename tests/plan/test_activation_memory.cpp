@@ -220,7 +220,12 @@ TEST(ActivationMemory, StepModelRefusesWhatItDoesNotCover) {
     vit.insert(vit.end(), mode.begin(), mode.end());
     EXPECT_GT(step(vit), 0) << mode[1];
   }
-  EXPECT_THROW(step(kMlp), ConfigError);
+  // The MLP, one replica per process.
+  EXPECT_GT(step(kMlp), 0);
+  std::vector<std::string> threads = kMlp;
+  threads.push_back("parallel.dp=2");
+  threads.push_back("parallel.dp_mode=threads");
+  EXPECT_THROW(step(threads), ConfigError);
   std::vector<std::string> pp = kGpt;
   pp.push_back("parallel.pp=2");
   EXPECT_THROW(step(pp), ConfigError);

@@ -471,8 +471,7 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
 }
 
 // Recompute is offered where the plan models the activations it saves
-// (the GPT in one stage, sequence parallelism included; the ViT in one
-// stage): it adds the
+// (every model in one stage, sequence parallelism included): it adds the
 // blocks' forward to the compute and holds less; chosen by the user, it
 // holds for every layout, pipelines included.
 TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
@@ -510,13 +509,13 @@ TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
   }
   EXPECT_TRUE(grid);
   EXPECT_TRUE(sp);
-  EXPECT_TRUE(
-      offered(
-          layout_candidates(
-              load_config(
-                  std::string(NDT_SOURCE_DIR) + "/configs/verify/mlp.yaml", {}),
-              4))
-          .empty());
+  // The MLP's: data parallelism in one stage.
+  const auto mlp = offered(layout_candidates(
+      load_config(std::string(NDT_SOURCE_DIR) + "/configs/verify/mlp.yaml", {}),
+      4));
+  EXPECT_FALSE(mlp.empty());
+  for (const auto& l : mlp)
+    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.pp=1"), l.end());
 
   MachineCost m;
   m.gflops = 100;  // a free link

@@ -11,9 +11,10 @@ namespace ndt {
 // Seconds per sample and attention layer: the forward, and the backward,
 // of RingAttention on one rank over the model's whole sequence (its heads,
 // width and causality; the zig-zag split when causal) minus those of
-// AttentionCore on the same input. Each core's forward alone and its
-// forward with backward are the medians of a few runs; the backward is
-// their difference; this thread count. At sp = S a rank runs 1/S of that
+// AttentionCore on the same input, each the median over a few runs that
+// time both, and at least 0 (on short sequences the difference is within
+// the timer's noise; the ring core is never credited with less time than
+// the serial one); this thread count. At sp = S a rank runs 1/S of that
 // work (the splits balance it), so a layout's extra is this times its
 // attention layers and samples per rank, over S and the mode's head split
 // (the forward twice under recompute). A sequence longer than

@@ -13,11 +13,12 @@
 //     fp32 4, fp64 8 bytes per element; not wire bytes) and
 //     max_comm_volume_error=X, the largest relative difference of bytes
 //     over every group of every rank (calls must match too; a mismatch in
-//     calls counts as error 1). For the GPT (one stage; any tensor-parallel
-//     mode and sequence-parallel core, with or without recompute) every rank
-//     also holds its activation peak from the allocator's ledger to the plan's
-//     step model (plan/ activation_memory.h): max_act_peak_error_bytes=X over
-//     every rank. Exit 1 when either differs.
+//     calls counts as error 1). In one stage (any model, tensor-parallel
+//     mode and sequence-parallel core, with or without recompute) every
+//     rank also holds its activation peak from the allocator's ledger to
+//     the plan's step model (plan/activation_memory.h):
+//     max_act_peak_error_bytes=X over every rank. Exit 1 when either
+//     differs.
 //   tp_mode_comm_bench --predict
 //     prints the plan's per-rank bytes of one transformer block (forward +
 //     backward) of a GPT-2-medium-sized layer (C = 1024, F = 4096, 64
@@ -109,7 +110,7 @@ int measure(ProcessGroup& world, const Config& config) {
   double worst = err;
   world.all_reduce(&worst, 1, ReduceOp::kMax);
   // The step's activation peak against the plan's step model, on every
-  // rank (GPT, one stage; -1: not modelled).
+  // rank (one stage; -1: not modelled).
   const ParallelConfig& p = config.parallel;
   const ModelShape shape = model_shape(config.model, p);
   const int64_t samples = config.train.batch_size / p.dp / p.microbatches;

@@ -6,7 +6,7 @@
 // field it fills (the field's C++ type picks the parser) and its range.
 #include "io/config.h"
 
-#include <omp.h>
+#include <sched.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <limits>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <variant>
@@ -42,7 +43,14 @@ int64_t micro_batch_size(const Config& c) {
 }
 
 int train_threads(const Config& c) {
-  return c.train.threads > 0 ? c.train.threads : omp_get_num_procs();
+  if (c.train.threads > 0)
+    return c.train.threads;
+  // The cores this process may run on, as OpenMP counts its processors.
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  if (sched_getaffinity(0, sizeof cores, &cores) == 0)
+    return std::max(1, CPU_COUNT(&cores));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 int64_t model_tokens(const ModelConfig& m) {

@@ -1,6 +1,7 @@
 // Config loader: defaults, YAML files, overrides, every error class with its
 // message, cross-key rules, the JSON round trip and the shipped configs.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -79,6 +80,15 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.train.steps, 1000);
   EXPECT_EQ(c.train.seed, 1u);
   EXPECT_EQ(c.run_dir(), "runs/run");
+}
+
+// train.threads, or (0) the cores OpenMP counts for this process.
+TEST(Config, TrainThreads) {
+  Config c;
+  c.train.threads = 3;
+  EXPECT_EQ(train_threads(c), 3);
+  c.train.threads = 0;
+  EXPECT_EQ(train_threads(c), omp_get_num_procs());
 }
 
 TEST(Config, RunDir) {

@@ -152,27 +152,27 @@ class LiveBytes {
   int64_t now_ = 0, peak_ = 0;
 };
 
+// The serial core's backward (ring self-attention's allocates alike):
+// dqkv and d(scores), then the saved qkv and scores go with d(scores).
+void scores_backward(LiveBytes& m, const CoreShape& a) {
+  m.alloc(a.qkv);
+  m.alloc(a.scores);
+  m.free(a.qkv);
+  m.free(a.scores);
+  m.free(a.scores);
+}
+
 // The attention core's backward from its dout to its dqkv.
 void core_backward(LiveBytes& m, const CoreShape& a) {
   switch (a.kind) {
     case SpAttention::kRsa:
-      // The serial core and ring self-attention: dqkv and d(scores), then
-      // the saved qkv and scores go with d(scores).
-      m.alloc(a.qkv);
-      m.alloc(a.scores);
-      m.free(a.qkv);
-      m.free(a.scores);
-      m.free(a.scores);
+      scores_backward(m, a);
       return;
     case SpAttention::kUlysses:
-      // dout to the head split, the serial core's backward there (its
-      // saved qkv and scores), then its dqkv back to my tokens.
+      // dout to the head split, the serial core's backward there, then
+      // its dqkv back to my tokens.
       m.alloc(a.out);
-      m.alloc(a.qkv);
-      m.alloc(a.scores);
-      m.free(a.qkv);
-      m.free(a.scores);
-      m.free(a.scores);
+      scores_backward(m, a);
       m.free(a.out);
       m.alloc(a.qkv);
       m.free(a.qkv);

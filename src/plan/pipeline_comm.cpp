@@ -81,6 +81,8 @@ CommVolume pipeline_p2p_comm(
       case Op::kLoadMicroBatch:
       case Op::kForward:
       case Op::kBackward:
+      case Op::kWaitSendAct:
+      case Op::kWaitSendGrad:
       case Op::kReduceGrads:
       case Op::kOptimizerStep:
         break;

@@ -68,6 +68,8 @@ TEST(ScheduleGenerators, EveryGeneratorPassesVerify) {
         const ScheduleReport rep = verify_schedule(s);
         SCOPED_TRACE(render_grid(s, rep));
         ASSERT_TRUE(rep.ok) << rep.error;
+        // Every send's wait comes after its message was received.
+        EXPECT_EQ(rep.peer_waits, 0);
         ASSERT_EQ(rep.peak_in_flight.size(), static_cast<size_t>(P));
         for (int r = 0; r < P; ++r) {
           EXPECT_LE(rep.peak_in_flight[r], s.max_in_flight[r]) << "rank " << r;
@@ -124,9 +126,17 @@ TEST(ScheduleGenerators, EachListHasMVForwardsAndBackwards) {
           EXPECT_EQ(count(Op::kForward), M * c.chunks);
           EXPECT_EQ(count(Op::kBackward), M * c.chunks);
           EXPECT_EQ(count(Op::kReduceGrads), 1);
+          // A wait for each send.
+          EXPECT_EQ(count(Op::kWaitSendAct), count(Op::kSendAct));
+          EXPECT_EQ(count(Op::kWaitSendGrad), count(Op::kSendGrad));
           ASSERT_GE(list.size(), 2u);
-          EXPECT_EQ(list[list.size() - 2].op, Op::kReduceGrads);
           EXPECT_EQ(list.back().op, Op::kOptimizerStep);
+          // Between kReduceGrads and kOptimizerStep only waits.
+          size_t i = list.size() - 2;
+          while (list[i].op == Op::kWaitSendAct ||
+                 list[i].op == Op::kWaitSendGrad)
+            --i;
+          EXPECT_EQ(list[i].op, Op::kReduceGrads);
         }
       }
     }
@@ -175,14 +185,17 @@ TEST(ScheduleGenerators, InterleavedWithOneChunkIsOneFOneB) {
 // Hand-derived: 1f1b P = 2, M = 2. Rank 0 warms up with one forward; rank 1
 // holds the loss head and alternates. Receives sit right before the
 // compute that consumes them, sends right after the one that produces them.
+// Rank 1 received micro-batch m's activation before it sent m's gradient,
+// so rank 0's send of m is done once RG m is; rank 0 sends nothing after
+// its receives of rank 1's gradients, so rank 1 waits for them at the end.
 TEST(ScheduleGenerators, OneFOneBTwoRanksExactLists) {
   const Schedule s = one_f_one_b(2, 2);
   EXPECT_EQ(
       list_text(s.instrs[0]),
-      "L0 F0 SA0>1 L1 F1 SA1>1 RG0<1 B0 RG1<1 B1 RED OPT");
+      "L0 F0 SA0>1 L1 F1 SA1>1 RG0<1 WA0>1 B0 RG1<1 WA1>1 B1 RED OPT");
   EXPECT_EQ(
       list_text(s.instrs[1]),
-      "L0 RA0<0 F0 B0 SG0>0 L1 RA1<0 F1 B1 SG1>0 RED OPT");
+      "L0 RA0<0 F0 B0 SG0>0 L1 RA1<0 F1 B1 SG1>0 RED WG0>0 WG1>0 OPT");
   EXPECT_EQ(s.max_in_flight, (std::vector<int>{2, 1}));
 }
 
@@ -247,6 +260,8 @@ TEST(ScheduleText, InstrToString) {
   EXPECT_EQ(to_string(Instr{Op::kSendGrad, 3, 0, 0}), "SG3>0");
   EXPECT_EQ(to_string(Instr{Op::kRecvGrad, 3, 0, 1}), "RG3<1");
   EXPECT_EQ(to_string(Instr{Op::kSendAct, 3, 1, 0}), "SA3.1>0");
+  EXPECT_EQ(to_string(Instr{Op::kWaitSendAct, 3, 0, 1}), "WA3>1");
+  EXPECT_EQ(to_string(Instr{Op::kWaitSendGrad, 3, 1, 0}), "WG3.1>0");
   EXPECT_EQ(to_string(Instr{Op::kReduceGrads, -1, -1, -1}), "RED");
   EXPECT_EQ(to_string(Instr{Op::kOptimizerStep, -1, -1, -1}), "OPT");
 }
@@ -259,6 +274,8 @@ TEST(ScheduleText, OpAndKindNames) {
   EXPECT_STREQ(to_string(Op::kRecvAct), "recv_act");
   EXPECT_STREQ(to_string(Op::kSendGrad), "send_grad");
   EXPECT_STREQ(to_string(Op::kRecvGrad), "recv_grad");
+  EXPECT_STREQ(to_string(Op::kWaitSendAct), "wait_send_act");
+  EXPECT_STREQ(to_string(Op::kWaitSendGrad), "wait_send_grad");
   EXPECT_STREQ(to_string(Op::kReduceGrads), "reduce_grads");
   EXPECT_STREQ(to_string(Op::kOptimizerStep), "optimizer_step");
   EXPECT_STREQ(to_string(PipeSchedule::kNaive), "naive");
@@ -305,6 +322,69 @@ TEST(ScheduleVerify, BackwardBeforeItsForward) {
   expect_contains(
       expect_failure(s).error,
       "rank 1 instr 2 'B0': backward before its forward");
+}
+
+TEST(ScheduleVerify, WaitBeforeItsSend) {
+  Schedule s = one_f_one_b(2, 2);
+  auto& list = s.instrs[0];  // L0 F0 SA0>1 ... RG0<1 WA0>1 ...
+  const Instr wait{Op::kWaitSendAct, 0, 0, 1};
+  list.erase(list.begin() + index_of(list, wait));
+  list.insert(list.begin() + 1, wait);
+  expect_contains(
+      expect_failure(s).error, "rank 0 instr 1 'WA0>1': wait before its send");
+}
+
+TEST(ScheduleVerify, WaitTwice) {
+  Schedule s = one_f_one_b(2, 2);
+  auto& list = s.instrs[1];  // ... RED WG0>0 WG1>0 OPT
+  list.insert(list.end() - 1, Instr{Op::kWaitSendGrad, 0, 0, 0});
+  expect_contains(expect_failure(s).error, "'WG0>0': waited for twice");
+}
+
+TEST(ScheduleVerify, WaitWithTheWrongPeer) {
+  Schedule s = one_f_one_b(3, 3);
+  auto& list = s.instrs[1];
+  list[index_of(list, {Op::kWaitSendGrad, 0, 0, 0})].peer = 2;
+  expect_contains(expect_failure(s).error, "peer 2 is not the send's, rank 0");
+}
+
+// Each wait moved right after its send: under interleaving rank 0 then
+// waits for rank 1 to take an activation while rank 1 first waits for a
+// gradient that rank 0 sends only after that wait.
+TEST(ScheduleVerify, WaitThatDeadlocks) {
+  Schedule s = interleaved(2, 4, 2);
+  for (auto& list : s.instrs) {
+    std::vector<Instr> moved;
+    for (const Instr& in : list) {
+      if (in.op == Op::kWaitSendAct || in.op == Op::kWaitSendGrad)
+        continue;
+      moved.push_back(in);
+      if (in.op == Op::kSendAct || in.op == Op::kSendGrad)
+        moved.push_back(
+            {in.op == Op::kSendAct ? Op::kWaitSendAct : Op::kWaitSendGrad,
+             in.mb,
+             in.chunk,
+             in.peer});
+    }
+    list = moved;
+  }
+  const ScheduleReport rep = expect_failure(s);
+  expect_contains(rep.error, "deadlock");
+  expect_contains(rep.error, "'W");
+  EXPECT_GT(rep.peer_waits, 0);
+}
+
+// A wait moved ahead of the receive it relied on waits for the peer: legal
+// (the step still finishes), and counted.
+TEST(ScheduleVerify, WaitBeforeTheReceiveThatFollowsTheOtherSide) {
+  Schedule s = one_f_one_b(2, 2);
+  auto& list = s.instrs[0];  // ... SA1>1 RG0<1 WA0>1 ...
+  const Instr wait{Op::kWaitSendAct, 0, 0, 1};
+  list.erase(list.begin() + index_of(list, wait));
+  list.insert(list.begin() + index_of(list, {Op::kSendAct, 0, 0, 1}) + 1, wait);
+  const ScheduleReport rep = verify_schedule(s);
+  ASSERT_TRUE(rep.ok) << rep.error;
+  EXPECT_EQ(rep.peer_waits, 1);
 }
 
 TEST(ScheduleVerify, MissingReceive) {

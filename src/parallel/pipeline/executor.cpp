@@ -1,5 +1,6 @@
 #include "parallel/pipeline/executor.h"
 
+#include <algorithm>
 #include <string>
 
 #include "base/activity.h"
@@ -113,20 +114,24 @@ void PipelineExecutor::wait_recv(Slot& s, const Instr& in, int index) {
   s.recv.reset();
 }
 
-void PipelineExecutor::release_completed_sends() {
-  size_t kept = 0;
-  for (size_t i = 0; i < sends_.size(); ++i) {
-    PendingSend& p = sends_[i];
-    bool done = false;
-    try {
-      done = p.work->test();
-    } catch (const CommError& e) {
-      fail(p.instr, p.index, e.what());
-    }
-    if (!done)
-      sends_[kept++] = std::move(p);
+// The pending send that `in` (a kWaitSend*) names: waited for, released.
+void PipelineExecutor::wait_send(const Instr& in) {
+  const Instr send{
+      in.op == Op::kWaitSendAct ? Op::kSendAct : Op::kSendGrad,
+      in.mb,
+      in.chunk,
+      in.peer};
+  const auto p =
+      std::find_if(sends_.begin(), sends_.end(), [&](const PendingSend& x) {
+        return x.instr == send;
+      });
+  NDT_ASSERT(p != sends_.end(), to_string(in), ": its send was not posted");
+  try {
+    p->work->wait();
+  } catch (const CommError& e) {
+    fail(p->instr, p->index, e.what());
   }
-  sends_.resize(kept);
+  sends_.erase(p);
 }
 
 void PipelineExecutor::wait_sends() {
@@ -176,9 +181,6 @@ void PipelineExecutor::run(
       timing_.end = t1;
     }
     tracer_.add({in.op, in.mb, in.chunk, in.peer, batch.step, t0, t1});
-    // Free the buffers of sends that have completed, so held activations
-    // stay those of the in-flight micro-batches.
-    release_completed_sends();
   }
   wait_sends();
   batch_ = nullptr;
@@ -267,6 +269,10 @@ void PipelineExecutor::execute(const Instr& in, int index) {
       wait_recv(s, in, index);
       return;
     }
+    case Op::kWaitSendAct:
+    case Op::kWaitSendGrad:
+      wait_send(in);
+      return;
     case Op::kReduceGrads: {
       if (grad_sync_) {
         try {

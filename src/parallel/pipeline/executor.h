@@ -8,11 +8,13 @@
 // received output gradient and the input gradient to send. A context is
 // cleared right after its backward, so the live activations are those of
 // the in-flight pairs, which is what the schedule's max_in_flight bounds.
-// Sends are asynchronous (their buffers stay alive until completion:
-// completed ones are released after every instruction, the rest waited for
-// at the end of the step); a receive is posted when its instruction comes
-// and waited for by the same instruction. A receive or send that fails or
-// outlives the watchdog throws CommError naming the stage and instruction.
+// Sends are asynchronous: a send's buffer stays alive until its wait
+// instruction (kWaitSendAct / kWaitSendGrad, placed where the matching
+// receive has completed: send_waits.h) or, without one, kOptimizerStep, so
+// the live buffers are the same in every run; a receive is posted when its
+// instruction comes and waited for by the same instruction. A receive or send
+// that fails or outlives the watchdog throws CommError naming the stage and
+// instruction.
 //
 // It is also the step of every layout without a pipeline: one stage (a
 // group of one rank) running the naive schedule over M micro-batches is
@@ -132,7 +134,7 @@ class PipelineExecutor {
   void post_send(const Instr& in, int index, const Tensor& t, int tag);
   void post_recv(const Instr& in, int index, Tensor& dst, Shape shape, int tag);
   void wait_recv(Slot& s, const Instr& in, int index);
-  void release_completed_sends();
+  void wait_send(const Instr& in);
   void wait_sends();
   // "pipeline stage S of P, instruction I 'RG3<1' (recv_grad)", or with
   // one stage "step N, instruction I 'F0' (forward)".

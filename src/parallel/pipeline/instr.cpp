@@ -35,6 +35,10 @@ std::string to_string(const Instr& instr) {
       return compact("SG", instr, ">");
     case Op::kRecvGrad:
       return compact("RG", instr, "<");
+    case Op::kWaitSendAct:
+      return compact("WA", instr, ">");
+    case Op::kWaitSendGrad:
+      return compact("WG", instr, ">");
     case Op::kReduceGrads:
       return "RED";
     case Op::kOptimizerStep:
@@ -59,6 +63,10 @@ const char* to_string(Op op) {
       return "send_grad";
     case Op::kRecvGrad:
       return "recv_grad";
+    case Op::kWaitSendAct:
+      return "wait_send_act";
+    case Op::kWaitSendGrad:
+      return "wait_send_grad";
     case Op::kReduceGrads:
       return "reduce_grads";
     case Op::kOptimizerStep:

@@ -19,6 +19,9 @@
 //                                     for m to rank q
 //   kRecvGrad        m   c      q     receive the gradient of chunk c's
 //                                     output for m from rank q
+//   kWaitSendAct     m   c      q     wait for kSendAct m c q to complete
+//                                     and release its buffer
+//   kWaitSendGrad    m   c      q     the same for kSendGrad m c q
 //   kReduceGrads     -1  -1     -1    data-parallel gradient reduction
 //   kOptimizerStep   -1  -1     -1    clip + optimizer step
 //
@@ -26,6 +29,12 @@
 // kind (activations, gradients): a receive gets the oldest message sent to
 // it on that channel, so the schedules must post matching receives in the
 // order of the sends (verify_schedule checks it).
+//
+// Sends are asynchronous: their buffers stay alive until the send's wait
+// instruction (a send without one is waited for at kOptimizerStep). The
+// generators place each wait where the matching receive has completed
+// (send_waits.h), so it never waits for the peer and the buffers' lifetimes
+// are the same in every run.
 #pragma once
 
 #include <string>
@@ -40,6 +49,8 @@ enum class Op {
   kRecvAct,
   kSendGrad,
   kRecvGrad,
+  kWaitSendAct,
+  kWaitSendGrad,
   kReduceGrads,
   kOptimizerStep,
 };
@@ -56,10 +67,12 @@ struct Instr {
 // Compact text: "L3" (load mb 3), "F3" / "B3" (chunk 0), "F3.1" / "B3.1"
 // (chunk 1), "SA3>1" / "RA3<0" (send/recv activation, peer rank),
 // "SG3>0" / "RG3<1" (gradients; chunk suffix ".c" after the mb when c > 0,
-// e.g. "SA3.1>0"), "RED", "OPT".
+// e.g. "SA3.1>0"), "WA3>1" / "WG3>0" (waits for those sends), "RED",
+// "OPT".
 std::string to_string(const Instr& instr);
 // The op's name: "load_microbatch", "forward", "backward", "send_act",
-// "recv_act", "send_grad", "recv_grad", "reduce_grads", "optimizer_step".
+// "recv_act", "send_grad", "recv_grad", "wait_send_act", "wait_send_grad",
+// "reduce_grads", "optimizer_step".
 const char* to_string(Op op);
 
 }  // namespace ndt

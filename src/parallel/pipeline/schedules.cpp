@@ -1,7 +1,8 @@
 // Every generator first decides, per rank, the order of its compute steps
 // (forward / backward of a (micro-batch, chunk)); assemble() then turns that
 // order into instructions, adding the loads and the sends / receives next to
-// the compute that produces / consumes them. The generators therefore differ
+// the compute that produces / consumes them, and the waits for the sends
+// (send_waits.h). The generators therefore differ
 // only in the order of compute, which is what the textbook diagrams show.
 //
 // Note [Interleaved order and warm-up]
@@ -37,6 +38,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "parallel/pipeline/send_waits.h"
 
 namespace ndt {
 
@@ -104,8 +106,10 @@ Schedule assemble(
   s.ranks = ranks;
   s.microbatches = microbatches;
   s.chunks = chunks;
+  std::vector<std::vector<Instr>> lists;
   for (int r = 0; r < ranks; ++r)
-    s.instrs.push_back(assemble_rank(order[r], r, ranks, microbatches, chunks));
+    lists.push_back(assemble_rank(order[r], r, ranks, microbatches, chunks));
+  s.instrs = with_send_waits(lists);
   s.max_in_flight = std::move(max_in_flight);
   return s;
 }

@@ -20,7 +20,8 @@
 //
 // Every list ends with kReduceGrads, kOptimizerStep. Sends and receives of
 // activations and gradients are explicit instructions placed next to the
-// compute that produces / consumes them.
+// compute that produces / consumes them; each send's wait comes after the
+// first instruction that follows its receive (send_waits.h).
 #pragma once
 
 #include <string>

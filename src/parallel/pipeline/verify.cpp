@@ -2,8 +2,9 @@
 // forwards and backwards advance it by t_f / t_b; sends are free and never
 // block (the message carries the sender's clock); a receive blocks until the
 // oldest message on its (sender, receiver, kind) channel exists and then
-// moves the clock to max(clock, message time). Loads, kReduceGrads and
-// kOptimizerStep are free. The simulation sweeps the ranks, running each as
+// moves the clock to max(clock, message time); a send's wait blocks until
+// the peer has received the message. Loads, waits, kReduceGrads and
+// kOptimizerStep take no time. The simulation sweeps the ranks, running each as
 // far as it can, until all lists are done or a sweep makes no progress
 // (deadlock). Every rule of verify.h is checked when the instruction runs,
 // so the first violation names the instruction that broke it.
@@ -49,7 +50,9 @@ struct RankState {
   // Indexed by mb * V + chunk.
   std::vector<bool> forward_done, backward_done;
   std::vector<bool> act_received, grad_received, act_sent, grad_sent;
-  std::vector<bool> loaded;  // per micro-batch
+  std::vector<bool> act_waited, grad_waited;
+  bool wait_blocked = false;  // the current instruction, a wait, blocked
+  std::vector<bool> loaded;   // per micro-batch
   std::vector<Cell> cells;
 };
 
@@ -72,6 +75,7 @@ class Simulator {
   Progress run_compute(int r, const Instr& in);
   Progress run_send(int r, const Instr& in, Kind kind);
   Progress run_recv(int r, const Instr& in, Kind kind);
+  Progress run_wait(int r, const Instr& in, Kind kind);
   // Records the first violation; "rank r instr i 'X': what".
   Progress fail(int r, const std::string& what);
   bool fail_at_end(const std::string& what);
@@ -239,6 +243,38 @@ Progress Simulator::run_recv(int r, const Instr& in, Kind kind) {
   return Progress::kRan;
 }
 
+// A send's wait: after the send, once; it blocks until the peer has
+// received the message.
+Progress Simulator::run_wait(int r, const Instr& in, Kind kind) {
+  RankState& st = ranks_[r];
+  const int vs = virtual_stage(r, in.chunk, P_);
+  const int i = idx(in.mb, in.chunk);
+  const bool act = kind == Kind::kAct;
+  if (!(act ? st.act_sent : st.grad_sent)[i])
+    return fail(r, "wait before its send");
+  std::vector<bool>& waited = act ? st.act_waited : st.grad_waited;
+  if (waited[i])
+    return fail(r, "waited for twice");
+  const int to_stage = act ? vs + 1 : vs - 1;
+  if (in.peer != to_stage % P_)
+    return fail(
+        r,
+        detail::str_cat(
+            "peer ", in.peer, " is not the send's, rank ", to_stage % P_));
+  const RankState& peer = ranks_[in.peer];
+  if (!(act ? peer.act_received
+            : peer.grad_received)[idx(in.mb, to_stage / P_)]) {
+    if (!st.wait_blocked && !st.reduced) {
+      st.wait_blocked = true;
+      ++report_.peer_waits;
+    }
+    return Progress::kBlocked;
+  }
+  st.wait_blocked = false;
+  waited[i] = true;
+  return Progress::kRan;
+}
+
 Progress Simulator::step(int r) {
   RankState& st = ranks_[r];
   const Instr& in = s_.instrs[r][st.pc];
@@ -275,6 +311,12 @@ Progress Simulator::step(int r) {
       break;
     case Op::kRecvGrad:
       p = run_recv(r, in, Kind::kGrad);
+      break;
+    case Op::kWaitSendAct:
+      p = run_wait(r, in, Kind::kAct);
+      break;
+    case Op::kWaitSendGrad:
+      p = run_wait(r, in, Kind::kGrad);
       break;
     case Op::kReduceGrads:
       if (st.reduced)
@@ -336,6 +378,8 @@ ScheduleReport Simulator::run() {
     st.grad_received.assign(n, false);
     st.act_sent.assign(n, false);
     st.grad_sent.assign(n, false);
+    st.act_waited.assign(n, false);
+    st.grad_waited.assign(n, false);
     st.loaded.assign(M_, false);
   }
   channels_.assign(static_cast<size_t>(P_) * P_ * 2, {});

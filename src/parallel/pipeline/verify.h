@@ -11,8 +11,11 @@
 //     the compute that produced it, and is received exactly once, by the
 //     matching receive (same micro-batch, neighbouring chunk), in FIFO order
 //     per (sender, receiver, kind) channel; no message is left unreceived;
+//   - a send's wait (kWaitSendAct / kWaitSendGrad) comes after the send, at
+//     most once, with the send's peer;
 //   - no deadlock: sends never block, a receive blocks until its message was
-//     sent; the simulation must finish every list;
+//     sent, a send's wait until the message was received; the simulation
+//     must finish every list;
 //   - kReduceGrads comes after the rank's last backward, kOptimizerStep
 //     last, each exactly once;
 //   - the peak number of in-flight (forward done, backward not) pairs per
@@ -33,8 +36,12 @@ struct ScheduleReport {
   bool ok = false;
   std::string error;  // first violation: names the rank and the instruction
   std::vector<int> peak_in_flight;  // per rank
-  double makespan = 0;              // simulated time of the whole step
-  double bubble = 0;  // idle fraction: 1 - sum(busy) / (P * makespan)
+  // Waits before kReduceGrads that reached a send whose message the peer
+  // had not yet received (legal, but such a wait waits for the peer; those
+  // at the step's end, after kReduceGrads, may).
+  int peer_waits = 0;
+  double makespan = 0;  // simulated time of the whole step
+  double bubble = 0;    // idle fraction: 1 - sum(busy) / (P * makespan)
   // grid[r][t]: what rank r computes in time unit t ("F3", "B3.1") or "" when
   // idle; t_f and t_b must be integers >= 1 for the grid (a backward fills
   // t_b cells).

@@ -6,8 +6,10 @@
 
 #include "base/check.h"
 #include "nn/seq_split.h"
+#include "parallel/pipeline/schedules.h"
 #include "parallel/ring_attention.h"
 #include "plan/divide.h"
+#include "plan/pipeline_comm.h"
 #include "tensor/memory.h"
 
 namespace ndt {
@@ -147,6 +149,9 @@ class LiveBytes {
   int64_t peak() const {
     return peak_;
   }
+  int64_t now() const {
+    return now_;
+  }
 
  private:
   int64_t now_ = 0, peak_ = 0;
@@ -200,15 +205,17 @@ bool core_holds_output(const CoreShape& a) {
   return a.kind == SpAttention::kRing;
 }
 
-// One mode's step from the last block's fc2 on, in three pieces:
+// One mode's step from the last block's fc2 on, in four pieces:
 // forward_tail, the rest of a block's forward (it allocates the
 // block's tail_saved tensors, the output among them, and leaves the
-// output live); head, the LM head's forward and backward (it frees the
-// last block's output and leaves the block's dy live); block_backward,
-// the block's backward as far as its peak.
+// output live); head_forward, the LM head's forward (what it keeps stays
+// live); head_backward, its backward (it frees the last block's output
+// and leaves the block's dy live); block_backward, the block's backward
+// as far as its peak.
 struct StepPieces {
   std::vector<int64_t> tail_saved;  // elements; the block's output first
-  std::function<void()> forward_tail, head, block_backward;
+  std::function<void()> forward_tail, head_forward, head_backward,
+      block_backward;
 };
 
 // Serial and 1D: n my tokens (N/tp under tp_seq), the linears' rows N.
@@ -287,7 +294,7 @@ StepPieces pieces_1d(
     m.free(n * C);
     m.free(n * C);
   };
-  s.head = [=, &m] {
+  s.head_forward = [=, &m] {
     // LM head forward: LayerNorm on my tokens, then the logits.
     m.alloc(n * C);
     m.alloc(n);
@@ -305,6 +312,8 @@ StepPieces pieces_1d(
       if (seq)
         m.free(n * C);
     }
+  };
+  s.head_backward = [=, &m] {
     // LM head backward: dh [N, C], its reduction, the LayerNorm's dx.
     m.alloc(N * C);
     m.free(N * C);  // the (gathered) LayerNorm output
@@ -363,12 +372,21 @@ struct VitHead {
   std::vector<int64_t> gathers;  // in the order made
 };
 
-void vit_head(LiveBytes& m, const VitHead& h) {
+// The head's input (the last gathered copy, or the block's output) and
+// whether it keeps it to its backward (the mean's LayerNorm on sp rank 0).
+int64_t vit_head_input(const VitHead& h) {
+  return h.gathers.empty() ? h.own : h.gathers.back();
+}
+
+bool vit_head_keeps_input(const VitHead& h) {
+  return h.root && !h.cls;
+}
+
+void vit_head_forward(LiveBytes& m, const VitHead& h) {
   const int64_t B = h.B, R = h.R, w = h.w, C = h.C, K = h.K;
-  const int64_t in = h.gathers.empty() ? h.own : h.gathers.back();
   for (int64_t g : h.gathers)
     m.alloc(g);
-  const bool keeps_input = h.root && !h.cls;
+  const bool keeps_input = vit_head_keeps_input(h);
   if (h.root) {
     if (h.cls) {
       m.alloc(B * w);  // the class token's row
@@ -400,6 +418,11 @@ void vit_head(LiveBytes& m, const VitHead& h) {
   }
   if (!(keeps_input && h.gathers.empty()))
     m.free(h.own);
+}
+
+void vit_head_backward(LiveBytes& m, const VitHead& h) {
+  const int64_t B = h.B, R = h.R, w = h.w, C = h.C, K = h.K;
+  const int64_t in = vit_head_input(h);
   if (h.root) {
     // Backward: the linear's dx and its saved input.
     if (h.grid) {
@@ -531,13 +554,13 @@ StepPieces pieces_2d(
     m.free(r * c);
     m.free(r * c);
   };
-  s.head = [=, &m] {
+  s.head_forward = [=, &m] {
     m.alloc(r * c);  // LayerNorm, logits
     m.alloc(r);
     m.alloc(r);
     m.alloc(r * v);
-    grid_head_backward(m, r, c, v, linear_dx);
   };
+  s.head_backward = [=, &m] { grid_head_backward(m, r, c, v, linear_dx); };
   s.block_backward = [=, &m] {
     grid_block_backward(m, r, c, f, a, drop, linear_dx);
   };
@@ -587,7 +610,7 @@ StepPieces pieces_3d(
     m.free(r * c);
     m.free(r * c);
   };
-  s.head = [=, &m] {
+  s.head_forward = [=, &m] {
     m.alloc(r * c);  // LayerNorm
     m.alloc(r);
     m.alloc(r);
@@ -597,8 +620,8 @@ StepPieces pieces_3d(
     m.alloc(r);  // the target's side (int32)
     m.free(r * c);
     m.free(r);
-    grid_head_backward(m, r, c, v, linear_dx);
   };
+  s.head_backward = [=, &m] { grid_head_backward(m, r, c, v, linear_dx); };
   s.block_backward = [=, &m] {
     grid_block_backward(m, r, c, f, a, drop, linear_dx);
   };
@@ -730,11 +753,62 @@ int64_t mlp_step_bytes(const ModelShape& shape, int64_t B, bool recompute) {
   return m.peak();
 }
 
+// One chunk's activations on one rank per micro-batch, in bytes: the
+// input it receives (held from its receive to its backward's end; 0 on
+// virtual stage 0), the output it sends (held by the send until its
+// wait; 0 on the last virtual stage), what its forward keeps to its
+// backward's end beside them, and the peaks of its forward and backward
+// above the live bytes before each. Gradients mirror them: the output's
+// arrives before the backward and goes with it, the input's leaves with
+// the backward and goes at its send's wait.
+struct ChunkActs {
+  int64_t in = 0, out = 0, held = 0, fwd_peak = 0, bwd_peak = 0;
+};
+
+// The activation peak of one rank's instruction list.
+int64_t schedule_peak(
+    const std::vector<Instr>& list, const std::vector<ChunkActs>& chunks) {
+  int64_t live = 0, peak = 0;
+  for (const Instr& in : list) {
+    switch (in.op) {
+      case Op::kRecvAct:
+        live += chunks.at(in.chunk).in;
+        break;
+      case Op::kForward:
+        peak = std::max(peak, live + chunks.at(in.chunk).fwd_peak);
+        live += chunks.at(in.chunk).held + chunks.at(in.chunk).out;
+        break;
+      case Op::kWaitSendAct:
+        live -= chunks.at(in.chunk).out;
+        break;
+      case Op::kRecvGrad:
+        live += chunks.at(in.chunk).out;
+        break;
+      case Op::kBackward:
+        // The input goes and its gradient comes: the same size.
+        peak = std::max(peak, live + chunks.at(in.chunk).bwd_peak);
+        live -= chunks.at(in.chunk).held + chunks.at(in.chunk).out;
+        break;
+      case Op::kWaitSendGrad:
+        live -= chunks.at(in.chunk).in;
+        break;
+      case Op::kLoadMicroBatch:
+      case Op::kSendAct:
+      case Op::kSendGrad:
+      case Op::kReduceGrads:
+      case Op::kOptimizerStep:
+        break;
+    }
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
 }  // namespace
 
-bool step_activation_modelled(const ParallelConfig& parallel) {
+bool step_activation_modelled(const ParallelConfig& parallel, ModelKind kind) {
   // Threads' replicas share one process and its ledger.
-  return parallel.pp == 1 &&
+  return (parallel.pp == 1 || kind != ModelKind::kMlp) &&
          (parallel.dp_mode == DpMode::kMpi || parallel.dp == 1);
 }
 
@@ -745,16 +819,19 @@ int64_t step_activation_bytes(
     int64_t samples,
     float dropout,
     int threads,
-    int sp_rank) {
+    int sp_rank,
+    int pp_rank) {
   NDT_CHECK(
-      step_activation_modelled(parallel),
+      step_activation_modelled(parallel, shape.kind),
       ConfigError,
-      "the plan's step activation model covers one stage and one replica "
-      "per process, not parallel.pp=",
+      "the plan's step activation model covers one replica per process and "
+      "pipelines of the GPT and the ViT, not ",
+      to_string(shape.kind),
+      " with parallel.pp=",
       parallel.pp,
       ", parallel.dp=",
       parallel.dp,
-      " with parallel.dp_mode=",
+      " and parallel.dp_mode=",
       to_string(parallel.dp_mode));
   if (shape.kind == ModelKind::kMlp)
     return mlp_step_bytes(
@@ -842,48 +919,85 @@ int64_t step_activation_bytes(
     if (parallel.sp > 1)
       h.gathers.push_back(h.R * h.w);
     h.root = sp_rank == 0;
-    s.head = [&m, h] { vit_head(m, h); };
+    s.head_forward = [&m, h] { vit_head_forward(m, h); };
+    s.head_backward = [&m, h] { vit_head_backward(m, h); };
   }
   const int64_t block = block_activation_bytes(shape, parallel, heads, samples);
   const int64_t io = s.tail_saved.front();  // a block's input or output
+  const bool recompute = parallel.recompute == Recompute::kBlock;
   // Up to the last block's fc2: what forward_tail allocates again.
   const auto before_tail = [&] {
     for (int64_t e : s.tail_saved)
       m.free(e);
   };
-  // The ViT's patch embedding keeps its patches [B, NP, Ch P^2].
-  if (vit)
-    m.alloc(embed_samples * (T - (cls ? 1 : 0)) * shape.patch_inputs);
-  if (parallel.recompute == Recompute::kNone) {
-    // Every block's forward state, the embedding's output (block 1's
-    // input); then the last block's tail, the head, its backward.
-    m.add_bytes(blocks * block);
-    m.alloc(io);
-    before_tail();
-    s.forward_tail();
-    s.head();
+  // A chunk of k blocks (with the input layer first, the head last),
+  // measured from zero each pass.
+  const auto chunk = [&](bool first, bool last, int64_t k) {
+    ChunkActs a;
+    a.in = first ? 0 : fp32_bytes(io);
+    a.out = last ? 0 : fp32_bytes(io);
+    m = LiveBytes();
+    if (first) {
+      // The ViT's patch embedding keeps its patches [B, NP, Ch P^2]; the
+      // embedding's output is block 1's input.
+      if (vit)
+        m.alloc(embed_samples * (T - (cls ? 1 : 0)) * shape.patch_inputs);
+      m.alloc(io);
+    }
+    if (!recompute) {
+      // Every block's forward state; then the last block's tail.
+      m.add_bytes(k * block);
+      before_tail();
+      s.forward_tail();
+    } else {
+      // Recompute: the forward keeps each block's input and output only
+      // (the last one the head's input, or the chunk's output); each
+      // block's saved tensors live while it runs.
+      for (int64_t i = 1; i < k; ++i)
+        m.alloc(io);
+      m.add_bytes(block);
+      before_tail();
+      s.forward_tail();
+      m.sub_bytes(block - fp32_bytes(io));
+    }
+    if (last)
+      s.head_forward();
+    a.fwd_peak = m.peak();
+    a.held = m.now() - a.out;
+    // Backward: the head's, then the last block's (under recompute from
+    // its forward again) as far as its peak: the chunk's, every earlier
+    // block's state still held.
+    m = LiveBytes();
+    if (last)
+      s.head_backward();
+    if (recompute) {
+      m.add_bytes(block);
+      before_tail();
+      s.forward_tail();
+      m.free(io);  // the recomputed output, unused
+    }
     s.block_backward();
-    return m.peak();
+    a.bwd_peak = m.peak();
+    return a;
+  };
+  if (parallel.pp == 1) {
+    // The engine's step without a pipeline: micro-batches one by one.
+    const Schedule one =
+        make_schedule(PipeSchedule::kNaive, 1, parallel.microbatches, 1);
+    return schedule_peak(one.instrs.front(), {chunk(true, true, blocks)});
   }
-  // Recompute: the forward keeps each block's input and output only (the
-  // embedding's output and the blocks' outputs, the last one the head's
-  // input); each block's saved tensors live while it runs and again from
-  // its recomputed forward through its backward. The last block's is the
-  // largest: every block's input is still held, and its dy.
-  m.alloc(io);
-  for (int64_t k = 1; k < blocks; ++k)
-    m.alloc(io);
-  m.add_bytes(block);
-  before_tail();
-  s.forward_tail();
-  m.sub_bytes(block - fp32_bytes(io));
-  s.head();
-  m.add_bytes(block);
-  before_tail();
-  s.forward_tail();
-  m.free(io);  // the recomputed output, unused
-  s.block_backward();
-  return m.peak();
+  const std::vector<int> stage_blocks =
+      pipeline_stage_blocks(shape, pipeline_layout(parallel));
+  const int P = parallel.pp, chunks_per_rank = parallel.pp_chunks;
+  std::vector<ChunkActs> chunks;
+  for (int c = 0; c < chunks_per_rank; ++c) {
+    const int vs = virtual_stage(pp_rank, c, P);
+    chunks.push_back(
+        chunk(vs == 0, vs == P * chunks_per_rank - 1, stage_blocks.at(vs)));
+  }
+  const Schedule sched = make_schedule(
+      parallel.schedule, P, parallel.microbatches, chunks_per_rank);
+  return schedule_peak(sched.instrs.at(pp_rank), chunks);
 }
 
 }  // namespace ndt

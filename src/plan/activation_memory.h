@@ -63,9 +63,10 @@ int64_t block_activation_bytes(
     int heads,
     int64_t samples);
 
-// Whether step_activation_bytes covers the layout: one stage, one replica
-// per process (not parallel.dp_mode=threads' replicas, which share one).
-bool step_activation_modelled(const ParallelConfig& parallel);
+// Whether step_activation_bytes covers the layout: one replica per process
+// (not parallel.dp_mode=threads' replicas, which share one), and one stage
+// or a pipeline of the GPT or the ViT.
+bool step_activation_modelled(const ParallelConfig& parallel, ModelKind kind);
 
 // The activation peak of one training step per rank (where
 // step_activation_modelled; ConfigError otherwise), in the allocator's
@@ -83,6 +84,15 @@ bool step_activation_modelled(const ParallelConfig& parallel);
 // and every block's output, and the last block's forward state lives
 // while that block runs forward, then again from its recomputed forward
 // (after the LM head) through its backward.
+// Pipelines (parallel.pp > 1; pp_rank: the rank's stage): each of the
+// rank's chunks (virtual stages) alike on its blocks, the input layer on
+// the first and the head on the last; the rank's instruction list of the
+// schedule (parallel/pipeline/schedules.h) walked in order, each micro-
+// batch's state held from its forward to its backward's end, a received
+// activation from its receive, a received gradient through the backward
+// it feeds, and each sent one until its send's wait; the largest live sum
+// of the walk and of each forward's and backward's peak inside it.
+// samples: one micro-batch's (train.batch_size / dp / microbatches).
 int64_t step_activation_bytes(
     const ModelShape& shape,
     const ParallelConfig& parallel,
@@ -90,6 +100,7 @@ int64_t step_activation_bytes(
     int64_t samples,
     float dropout,
     int threads,
-    int sp_rank);
+    int sp_rank,
+    int pp_rank = 0);
 
 }  // namespace ndt

@@ -180,8 +180,9 @@ std::vector<std::vector<std::string>> layout_candidates(
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
   // Recompute where the plan shows what it saves (step_activation_bytes:
-  // one stage), unless the user chose it for every layout.
+  // pipelines of the MLP not), unless the user chose it for every layout.
   const bool try_recompute = base.parallel.recompute == Recompute::kNone;
+  const bool mlp = base.model.kind == ModelKind::kMlp;
   for (int dp : divisors(ranks)) {
     for (int pp : divisors(ranks / dp)) {
       for (int tp : divisors(ranks / dp / pp)) {
@@ -213,7 +214,7 @@ std::vector<std::vector<std::string>> layout_candidates(
                 l.push_back("parallel.tp=1");
               l.insert(l.end(), mode.begin(), mode.end());
               out.push_back(l);
-              if (try_recompute && pp == 1) {
+              if (try_recompute && (pp == 1 || !mlp)) {
                 l.push_back("parallel.recompute=block");
                 out.push_back(l);
               }
@@ -332,22 +333,25 @@ LayoutCost layout_cost(
     }
   }
   const ModelShape shape = model_shape(config.model, p);
-  if (step_activation_modelled(p)) {
+  if (step_activation_modelled(p, shape.kind)) {
     const int64_t samples =
         config.train.batch_size / p.dp / std::max(p.microbatches, 1);
-    // The largest rank's: sp rank 0 runs the ViT's head, the others
-    // receive its dx.
-    for (int sp_rank = 0; sp_rank < std::min(p.sp, 2); ++sp_rank) {
-      c.act_bytes = std::max(
-          c.act_bytes,
-          step_activation_bytes(
-              shape,
-              p,
-              config.model.heads,
-              samples,
-              config.model.dropout,
-              train_threads(config),
-              sp_rank));
+    // The largest rank's: each pipeline stage's; sp rank 0 runs the ViT's
+    // head, the others receive its dx.
+    for (int pp_rank = 0; pp_rank < p.pp; ++pp_rank) {
+      for (int sp_rank = 0; sp_rank < std::min(p.sp, 2); ++sp_rank) {
+        c.act_bytes = std::max(
+            c.act_bytes,
+            step_activation_bytes(
+                shape,
+                p,
+                config.model.heads,
+                samples,
+                config.model.dropout,
+                train_threads(config),
+                sp_rank,
+                pp_rank));
+      }
     }
   }
   return c;

@@ -15,11 +15,11 @@
 // Memory per rank: parameters, gradients and optimizer state
 // (rank_memory, the largest over the pipeline ranks and the ZeRO owners),
 // plus the activation peak where the plan models it (step_activation_
-// modelled: one stage; the largest over sp ranks), else unknown.
+// modelled: the largest over pipeline stages and sp ranks), else unknown.
 //
 // Under recompute the activations are modelled too (step_activation_
-// bytes), so the candidates in one stage come with and without
-// parallel.recompute=block (unless the user set it: then all recompute).
+// bytes), so the candidates come with and without parallel.recompute=block
+// (but the MLP's pipelines; unless the user set it: then all recompute).
 //
 // Step time, per rank:
 //   compute  = flops of the step (with recompute's: the blocks' forward

@@ -4,6 +4,17 @@
 
 namespace ndt {
 
+PipelineLayout pipeline_layout(const ParallelConfig& parallel) {
+  PipelineLayout l;
+  l.pp = parallel.pp;
+  l.chunks = parallel.pp_chunks;
+  l.microbatches = parallel.microbatches;
+  l.schedule = parallel.schedule;
+  l.split = parallel.pp_split;
+  l.recompute = parallel.recompute == Recompute::kBlock;
+  return l;
+}
+
 std::vector<int> pipeline_stage_blocks(
     const ModelShape& shape, const PipelineLayout& l) {
   if (!l.split.empty())

@@ -32,6 +32,9 @@ struct PipelineLayout {
   bool recompute = false;  // parallel.recompute=block
 };
 
+// The pipeline of a config's parallel section.
+PipelineLayout pipeline_layout(const ParallelConfig& parallel);
+
 // Blocks per virtual stage (P x V entries): `split`, or balanced by the
 // local parameter counts as Engine::partition_pipeline does.
 std::vector<int> pipeline_stage_blocks(

@@ -36,13 +36,8 @@ RankMemory rank_memory(const Config& config, int pp_rank, int sync_rank) {
   const ParallelConfig& p = config.parallel;
   const ModelShape shape = model_shape(config.model, p);
   std::vector<bool> held;
-  if (p.pp > 1) {
-    PipelineLayout pl;
-    pl.pp = p.pp;
-    pl.chunks = p.pp_chunks;
-    pl.split = p.pp_split;
-    held = held_modules(shape, pl, pp_rank);
-  }
+  if (p.pp > 1)
+    held = held_modules(shape, pipeline_layout(p), pp_rank);
   RankMemory r = rank_memory(shape, held, config.optim.name);
   const int ranks = grad_sync_ranks(config);
   const int64_t bucket_bytes = static_cast<int64_t>(p.bucket_mb * (1 << 20));

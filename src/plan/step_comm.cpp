@@ -127,13 +127,7 @@ StepComm step_comm(
     s.threads_dp = threads_dp_step_comm(shape, p.dp);
 
   std::vector<bool> held(shape.num_modules(), true);
-  PipelineLayout pl;
-  pl.pp = p.pp;
-  pl.chunks = p.pp_chunks;
-  pl.microbatches = p.microbatches;
-  pl.schedule = p.schedule;
-  pl.split = p.pp_split;
-  pl.recompute = p.recompute == Recompute::kBlock;
+  const PipelineLayout pl = pipeline_layout(p);
   if (p.pp > 1)
     held = held_modules(shape, pl, pp_rank);
   // Under recompute every block's forward runs again in backward.

@@ -376,9 +376,11 @@ TEST(LayoutSearch, MemoryFallsWithTheZeroStage) {
       most = std::max(most, rank_memory(cfg, 0, r).bytes());
     EXPECT_EQ(c.state_bytes, most) << c.name;
   }
-  // The GPT on one stage has its activation peak modelled.
+  // The GPT's activation peak is modelled, on one stage and in a
+  // pipeline (its first stage holds two micro-batches of half the
+  // blocks).
   EXPECT_GT(find(all, "dp=4").act_bytes, 0);
-  EXPECT_EQ(find(all, "dp=2 pp=2 (microbatches=2)").act_bytes, -1);
+  EXPECT_GT(find(all, "dp=2 pp=2 (microbatches=2)").act_bytes, 0);
   // 1D's sequence-split regions hold less of it, and the same state.
   const LayoutCost& plain = find(all, "dp=2 tp=2 (1d)");
   const LayoutCost& seq = find(all, "dp=2 tp=2 (1d, seq)");
@@ -459,7 +461,11 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
     EXPECT_NEAR(x.step_s, x.compute_s + x.sync_comm_s + x.other_comm_s, 1e-12)
         << x.name;
     const LayoutCost& y = find(h, x.name);
-    EXPECT_DOUBLE_EQ(y.sync_comm_s, x.sync_comm_s) << x.name;
+    // The same sync volume (a pipeline's slowest stage, whose sync the
+    // step counts, may differ between the two machines).
+    if (x.name.find("pp=") == std::string::npos) {
+      EXPECT_DOUBLE_EQ(y.sync_comm_s, x.sync_comm_s) << x.name;
+    }
     EXPECT_GE(x.step_s, y.step_s) << x.name;
     if (x.step_s > y.step_s + 1e-9)
       ++hid;
@@ -471,9 +477,10 @@ TEST(LayoutSearch, CommunicationOnTheCoresHidesNoCompute) {
 }
 
 // Recompute is offered where the plan models the activations it saves
-// (every model in one stage, sequence parallelism included): it adds the
-// blocks' forward to the compute and holds less; chosen by the user, it
-// holds for every layout, pipelines included.
+// (every model in one stage, sequence parallelism included, and the GPT's
+// and the ViT's pipelines): it adds the blocks' forward to the compute and
+// holds less; chosen by the user, it holds for every layout, the MLP's
+// pipelines included.
 TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
   const auto offered = [](const std::vector<std::vector<std::string>>& c) {
     std::vector<std::vector<std::string>> out;
@@ -485,13 +492,15 @@ TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
   };
   const auto rc = offered(layout_candidates(load_config(kGpt, {}), 4));
   EXPECT_FALSE(rc.empty());
-  bool with_sp = false;
+  bool with_sp = false, with_pp = false;
   for (const auto& l : rc) {
-    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.pp=1"), l.end());
+    with_pp =
+        with_pp || std::find(l.begin(), l.end(), "parallel.pp=1") == l.end();
     with_sp =
         with_sp || std::find(l.begin(), l.end(), "parallel.sp=1") == l.end();
   }
   EXPECT_TRUE(with_sp);
+  EXPECT_TRUE(with_pp);
   EXPECT_TRUE(offered(layout_candidates(
                           load_config(kGpt, {"parallel.recompute=block"}), 4))
                   .empty());
@@ -500,15 +509,16 @@ TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
       load_config(std::string(NDT_SOURCE_DIR) + "/configs/verify/vit.yaml", {}),
       4));
   EXPECT_FALSE(vit.empty());
-  bool grid = false, sp = false;
+  bool grid = false, sp = false, pp = false;
   for (const auto& l : vit) {
     grid =
         grid || std::find(l.begin(), l.end(), "parallel.tp_mode=2d") != l.end();
     sp = sp || std::find(l.begin(), l.end(), "parallel.sp=1") == l.end();
-    EXPECT_NE(std::find(l.begin(), l.end(), "parallel.pp=1"), l.end());
+    pp = pp || std::find(l.begin(), l.end(), "parallel.pp=1") == l.end();
   }
   EXPECT_TRUE(grid);
   EXPECT_TRUE(sp);
+  EXPECT_TRUE(pp);
   // The MLP's: data parallelism in one stage.
   const auto mlp = offered(layout_candidates(
       load_config(std::string(NDT_SOURCE_DIR) + "/configs/verify/mlp.yaml", {}),
@@ -549,6 +559,16 @@ TEST(LayoutSearch, RecomputeTradesAForwardForItsActivations) {
       pipe.compute_s - pipe.update_s,
       16 * 1.25e9 / 2 / 100e9 / (1 - bubble),
       1e-12);
+  // Offered in a pipeline: the extra forward over the busy share, and
+  // less held.
+  const LayoutCost& staged = find(all, "pp=2 (microbatches=4)");
+  const LayoutCost& again = find(all, "pp=2 (microbatches=4) recompute");
+  EXPECT_NEAR(
+      again.compute_s - staged.compute_s,
+      16 * 0.25e9 / 2 / 100e9 / (1 - bubble),
+      1e-12);
+  EXPECT_GT(again.act_bytes, 0);
+  EXPECT_LT(again.act_bytes, staged.act_bytes);
 }
 
 }  // namespace

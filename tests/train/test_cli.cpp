@@ -160,12 +160,10 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
                     "0.01: the smallest, "),
       std::string::npos)
       << r.output;
-  // There the smallest is a pipeline: the need counts its state only.
-  EXPECT_NE(
-      r.output.find(" MiB per rank for its state (its activations are not "
-                    "modelled)"),
-      std::string::npos)
-      << r.output;
+  // There the smallest is a pipeline with recompute, its activations
+  // counted.
+  EXPECT_NE(r.output.find(" recompute, needs "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("not modelled"), std::string::npos) << r.output;
   // One rank: the serial step needs 3.4 MiB (0.5 state, 2.9 activations),
   // with recompute 1.8; a limit between them picks recompute.
   const std::string one = "plan -c " + cfg("verify/gpt.yaml") +
@@ -177,25 +175,37 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   EXPECT_NE(r.output.find("\npick: recompute "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(",parallel.recompute=block\n"), std::string::npos)
       << r.output;
-  // Two ranks under 1.5 MiB: dp=2 (1.9 MiB) is over, the faster pipeline's
-  // activations are not modelled, so dp=2 with recompute (1.1) is picked;
-  // under 0.4 MiB only the pipeline's state fits, and the pick says that
-  // only its state was checked.
+  // Two ranks under 1.5 MiB: dp=2 (1.9 MiB) is over, the pipeline of 4
+  // micro-batches (0.3 MiB state, 0.5 activations) fits; under 0.7 MiB
+  // that pipeline with recompute (0.3 activations).
   const std::string two = "plan -c " + cfg("verify/gpt.yaml") +
                           " --ranks 2 --gflops 100 --update-ns-per-param 1 "
                           "--top 30";
   r = ndtrain(two + " --memory-mib 1.5");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(
-      r.output.find("\npick: dp=2 zero=1 recompute (predicted "),
+      r.output.find("\npick: pp=2 (microbatches=4) (predicted 0.59 ms per "
+                    "step)\n"),
       std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("  (activations not modelled)\n"), std::string::npos)
-      << r.output;
-  r = ndtrain(two + " --memory-mib 0.4");
+  r = ndtrain(two + " --memory-mib 0.7");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(
-      r.output.find("\npick: pp=2 (microbatches=4) (predicted 0.59 ms per "
+      r.output.find("\npick: pp=2 (microbatches=4) recompute (predicted "),
+      std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("not modelled"), std::string::npos) << r.output;
+  // The MLP's pipelines are not modelled: under 0.79 MiB only a pipeline's
+  // state fits (0.77 MiB; data parallelism's 0.8), and the pick says that
+  // only its state was checked.
+  r = ndtrain(
+      "plan -c " + cfg("verify/mlp.yaml") +
+      " --ranks 2 --gflops 100 --update-ns-per-param 1 --memory-mib 0.79");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("  (activations not modelled)\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(
+      r.output.find("\npick: pp=2 (microbatches=4) (predicted 0.11 ms per "
                     "step; its activations are not modelled: only its state "
                     "is held to --memory-mib)"),
       std::string::npos)

@@ -119,7 +119,7 @@ int measure(ProcessGroup& world, const Config& config) {
   const int64_t acts_peak =
       memory_stats().peak_bytes[static_cast<int>(MemTag::kActs)];
   int64_t step_acts = -1;
-  if (step_activation_modelled(p, shape.kind))
+  if (step_activation_modelled(p))
     step_acts = step_activation_bytes(
         shape,
         p,

@@ -373,15 +373,11 @@ int cmd_plan(const PlanArgs& a) {
                                       a.host_link_gbps,
                                       " GB/s")
                                 : std::string();
-  // Under a limit a layout fits when its state and, where modelled, its
-  // activations do; those whose activations are not modelled are picked
-  // only when no modelled one fits, and the pick says so.
+  // Under a limit a layout fits when its state and its activations do
+  // (the plan models every candidate's: one replica per process).
   const double limit = a.memory_mib * (1 << 20);
   auto fits = [&](const LayoutCost& c) {
-    return limit <= 0 || double(c.known_bytes()) <= limit;
-  };
-  auto known = [&](const LayoutCost& c) {
-    return limit <= 0 || c.act_bytes >= 0;
+    return limit <= 0 || (c.act_bytes >= 0 && double(c.known_bytes()) <= limit);
   };
   std::printf(
       "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
@@ -423,13 +419,10 @@ int cmd_plan(const PlanArgs& a) {
       "state_mib",
       "acts_mib");
   const LayoutCost* pick = nullptr;
-  const LayoutCost* pick_unknown = nullptr;
   int shown = 0;
   for (const LayoutCost& c : all) {
-    if (pick == nullptr && fits(c) && known(c))
+    if (pick == nullptr && fits(c))
       pick = &c;
-    if (pick_unknown == nullptr && fits(c) && !known(c))
-      pick_unknown = &c;
     if (shown++ >= a.top)
       continue;
     char acts[32] = "-";
@@ -446,12 +439,8 @@ int cmd_plan(const PlanArgs& a) {
         c.other_comm_s * 1e3,
         c.state_bytes / 1048576.0,
         acts,
-        !fits(c)    ? "  (over --memory-mib)"
-        : !known(c) ? "  (activations not modelled)"
-                    : "");
+        fits(c) ? "" : "  (over --memory-mib)");
   }
-  if (pick == nullptr)
-    pick = pick_unknown;
   if (pick == nullptr) {
     const auto least = std::min_element(
         all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
@@ -466,10 +455,7 @@ int cmd_plan(const PlanArgs& a) {
         least->name,
         ", needs ",
         least->known_bytes() / 1048576.0,
-        " MiB per rank",
-        least->act_bytes < 0 ? " for its state (its activations are not "
-                               "modelled)"
-                             : ""));
+        " MiB per rank"));
   }
   // The shown layouts' overrides, one line each (bench/plan.sh runs them).
   auto joined = [](const LayoutCost& c) {
@@ -486,12 +472,9 @@ int cmd_plan(const PlanArgs& a) {
         all[i].act_bytes < 0 ? -1.0 : all[i].act_bytes / double(1 << 20),
         joined(all[i]).c_str());
   std::printf(
-      "pick: %s (predicted %.2f ms per step%s)\npick_overrides=%s\n",
+      "pick: %s (predicted %.2f ms per step)\npick_overrides=%s\n",
       pick->name.c_str(),
       pick->step_s * 1e3,
-      known(*pick) ? ""
-                   : "; its activations are not modelled: only its state "
-                     "is held to --memory-mib",
       joined(*pick).c_str());
   return 0;
 }

@@ -152,6 +152,9 @@ class LiveBytes {
   int64_t now() const {
     return now_;
   }
+  void reset_peak() {
+    peak_ = now_;
+  }
 
  private:
   int64_t now_ = 0, peak_ = 0;
@@ -628,141 +631,17 @@ StepPieces pieces_3d(
   return s;
 }
 
-// Tensors held by reference counts, as Tensor's storage is: a tensor's
-// bytes go when its last holder lets go.
-class Held {
- public:
-  explicit Held(LiveBytes& m) : m_(m) {}
-  int make(int64_t elements) {
-    m_.alloc(elements);
-    t_.push_back({elements, 1});
-    return static_cast<int>(t_.size()) - 1;
-  }
-  void hold(int id) {
-    ++t_.at(id).refs;
-  }
-  void drop(int id) {
-    if (--t_.at(id).refs == 0)
-      m_.free(t_[id].elements);
-  }
-
- private:
-  struct T {
-    int64_t elements, refs;
-  };
-  LiveBytes& m_;
-  std::vector<T> t_;
-};
-
-// The MLP's step (one stage, one replica per process) as Model runs it:
-// B samples through its hidden linears (each keeps its input, and ReLU's
-// output or GELU's product before it) and dropout layers, the classifier
-// head (a linear that keeps its input; logits, losses, probabilities),
-// then backward; under recompute each block keeps only its input between
-// its forward and the forward its backward runs again. The input layer's
-// output is the batch itself, not an activation.
-int64_t mlp_step_bytes(const ModelShape& shape, int64_t B, bool recompute) {
-  LiveBytes m;
-  Held t(m);
-  const int none = -1;
-  struct Module {
-    bool linear;
-    int64_t in, out;
-    std::vector<int> saved;
-    int input = -1;  // recompute: the block's input
-  };
-  std::vector<Module> mods;
-  int64_t width = shape.modules.front().sample_out.at(0);
-  for (const ModuleShape& mod : shape.modules) {
-    if (mod.kind != ModuleKind::kLinear && mod.kind != ModuleKind::kDropout)
-      continue;
-    const int64_t out = mod.sample_out.at(0);
-    mods.push_back({mod.kind == ModuleKind::kLinear, width, out, {}, none});
-    width = out;
-  }
-  // A block's forward from input x: its output; what it saves.
-  const auto forward = [&](Module& b, int x) {
-    const int y = t.make(B * b.out);
-    if (!b.linear)
-      return y;
-    if (x != none) {
-      t.hold(x);
-      b.saved.push_back(x);
-    }
-    if (shape.act == Act::kRelu) {
-      t.hold(y);
-      b.saved.push_back(y);
-    } else if (shape.act == Act::kGelu) {
-      b.saved.push_back(t.make(B * b.out));  // before the GELU
-    }
-    return y;
-  };
-  const auto clear = [&](Module& b) {
-    for (int id : b.saved)
-      t.drop(id);
-    b.saved.clear();
-  };
-  int x = none;
-  for (Module& b : mods) {
-    const int y = forward(b, x);
-    if (recompute) {
-      clear(b);
-      if (x != none)
-        t.hold(x);
-      b.input = x;
-    }
-    if (x != none)
-      t.drop(x);
-    x = y;
-  }
-  // The head: its linear keeps its input (the forward lets go of it);
-  // logits, losses, probabilities.
-  const int64_t K = shape.classes;
-  const int logits = t.make(B * K);
-  const int losses = t.make(B);
-  const int probs = t.make(B * K);
-  t.drop(losses);
-  t.drop(logits);
-  // Backward: d(logits) in place over the probabilities; the linear's dx
-  // (none without a hidden layer: its input is the batch), then its input.
-  int g = mods.empty() ? none : t.make(B * width);
-  if (x != none)
-    t.drop(x);
-  t.drop(probs);
-  for (size_t i = mods.size(); i-- > 0;) {
-    Module& b = mods[i];
-    if (recompute) {
-      const int again = forward(b, b.input);
-      t.drop(again);
-      if (b.input != none)
-        t.drop(b.input);
-    }
-    // The first linear's input (the batch) needs no gradient.
-    const int dx = i > 0 ? t.make(B * b.in) : none;
-    if (b.linear && shape.act != Act::kNone) {
-      const int dpre = t.make(B * b.out);
-      clear(b);
-      t.drop(dpre);
-    } else {
-      clear(b);
-    }
-    if (g != none)
-      t.drop(g);
-    g = dx;
-  }
-  return m.peak();
-}
-
 // One chunk's activations on one rank per micro-batch, in bytes: the
 // input it receives (held from its receive to its backward's end; 0 on
-// virtual stage 0), the output it sends (held by the send until its
-// wait; 0 on the last virtual stage), what its forward keeps to its
-// backward's end beside them, and the peaks of its forward and backward
-// above the live bytes before each. Gradients mirror them: the output's
-// arrives before the backward and goes with it, the input's leaves with
-// the backward and goes at its send's wait.
+// virtual stage 0); its output (0 on the last virtual stage), of which
+// `sent` goes at its send's wait (all of it, or none where a layer keeps
+// the output to its backward); what its forward keeps beside them to its
+// backward's end; and the peaks of its forward and backward above the
+// live bytes before each. Gradients mirror them: the output's arrives
+// before the backward and goes with it, the input's leaves with the
+// backward and goes at its send's wait.
 struct ChunkActs {
-  int64_t in = 0, out = 0, held = 0, fwd_peak = 0, bwd_peak = 0;
+  int64_t in = 0, out = 0, sent = 0, held = 0, fwd_peak = 0, bwd_peak = 0;
 };
 
 // The activation peak of one rank's instruction list.
@@ -776,10 +655,10 @@ int64_t schedule_peak(
         break;
       case Op::kForward:
         peak = std::max(peak, live + chunks.at(in.chunk).fwd_peak);
-        live += chunks.at(in.chunk).held + chunks.at(in.chunk).out;
+        live += chunks.at(in.chunk).held + chunks.at(in.chunk).sent;
         break;
       case Op::kWaitSendAct:
-        live -= chunks.at(in.chunk).out;
+        live -= chunks.at(in.chunk).sent;
         break;
       case Op::kRecvGrad:
         live += chunks.at(in.chunk).out;
@@ -804,12 +683,209 @@ int64_t schedule_peak(
   return peak;
 }
 
+// The activation peak of pipeline rank pp_rank's step, each of its chunks'
+// from chunk(its modules); in one stage the engine's micro-batches one by
+// one.
+int64_t step_peak(
+    const ModelShape& shape,
+    const ParallelConfig& parallel,
+    int pp_rank,
+    const std::function<ChunkActs(const ModuleRange&)>& chunk) {
+  if (parallel.pp == 1) {
+    const Schedule one =
+        make_schedule(PipeSchedule::kNaive, 1, parallel.microbatches, 1);
+    return schedule_peak(one.instrs.front(), {chunk({0, shape.head()})});
+  }
+  std::vector<ChunkActs> acts;
+  for (const ModuleRange& r :
+       pipeline_chunks(shape, pipeline_layout(parallel), pp_rank))
+    acts.push_back(chunk(r));
+  const Schedule s = make_schedule(
+      parallel.schedule,
+      parallel.pp,
+      parallel.microbatches,
+      parallel.pp_chunks);
+  return schedule_peak(s.instrs.at(pp_rank), acts);
+}
+
+// Tensors held by reference counts, as Tensor's storage is: a tensor's
+// bytes go when its last holder lets go.
+class Held {
+ public:
+  explicit Held(LiveBytes& m) : m_(m) {}
+  int make(int64_t elements) {
+    m_.alloc(elements);
+    t_.push_back({elements, 1});
+    return static_cast<int>(t_.size()) - 1;
+  }
+  // A tensor allocated outside what is measured, one holder.
+  int adopt(int64_t elements) {
+    t_.push_back({elements, 1});
+    return static_cast<int>(t_.size()) - 1;
+  }
+  void hold(int id) {
+    ++t_.at(id).refs;
+  }
+  int64_t refs(int id) const {
+    return t_.at(id).refs;
+  }
+  void drop(int id) {
+    if (--t_.at(id).refs == 0)
+      m_.free(t_[id].elements);
+  }
+
+ private:
+  struct T {
+    int64_t elements, refs;
+  };
+  LiveBytes& m_;
+  std::vector<T> t_;
+};
+
+// The MLP's modules [lo, hi] (Model's numbering: a chunk of a pipeline,
+// or the whole model) on B samples, as Model runs them: its hidden
+// linears (each keeps its input, and ReLU's output or GELU's product
+// before it) and dropout layers, on the last chunk the classifier head (a
+// linear that keeps its input; logits, losses, probabilities), then
+// backward; under recompute each module keeps only its input between its
+// forward and the forward its backward runs again. On the first chunk the
+// input layer's output is the batch itself, not an activation; on the
+// others the received input is the executor's until the forward ends and
+// the received gradient until the backward ends.
+ChunkActs mlp_chunk(
+    const ModelShape& shape, int64_t B, bool recompute, int lo, int hi) {
+  const bool first = lo == 0, last = hi == shape.head();
+  LiveBytes m;
+  Held t(m);
+  const int none = -1;
+  struct Module {
+    bool linear;
+    int64_t in, out;
+    std::vector<int> saved;
+    int input = -1;  // recompute: the module's input
+  };
+  std::vector<Module> mods;
+  int64_t width = shape.modules.front().sample_out.at(0), in_width = width;
+  for (int i = 1; i < shape.head(); ++i) {
+    const ModuleShape& mod = shape.modules[i];
+    const int64_t out = mod.sample_out.at(0);
+    if (i == lo)
+      in_width = width;
+    if (i >= lo && i <= hi)
+      mods.push_back({mod.kind == ModuleKind::kLinear, width, out, {}, none});
+    if (i <= hi)
+      width = out;
+  }
+  ChunkActs a;
+  a.in = first ? 0 : fp32_bytes(B * in_width);
+  a.out = last ? 0 : fp32_bytes(B * width);
+  // A module's forward from input x: its output; what it saves.
+  const auto forward = [&](Module& b, int x) {
+    const int y = t.make(B * b.out);
+    if (!b.linear)
+      return y;
+    if (x != none) {
+      t.hold(x);
+      b.saved.push_back(x);
+    }
+    if (shape.act == Act::kRelu) {
+      t.hold(y);
+      b.saved.push_back(y);
+    } else if (shape.act == Act::kGelu) {
+      b.saved.push_back(t.make(B * b.out));  // before the GELU
+    }
+    return y;
+  };
+  const auto clear = [&](Module& b) {
+    for (int id : b.saved)
+      t.drop(id);
+    b.saved.clear();
+  };
+  const int received = first ? none : t.adopt(B * in_width);
+  int x = received;
+  if (x != none)
+    t.hold(x);
+  for (Module& b : mods) {
+    const int y = forward(b, x);
+    if (recompute) {
+      clear(b);
+      if (x != none)
+        t.hold(x);
+      b.input = x;
+    }
+    if (x != none)
+      t.drop(x);
+    x = y;
+  }
+  if (received != none)
+    t.drop(received);
+  // The head: its linear keeps its input (the forward lets go of it);
+  // logits, losses, probabilities.
+  int probs = none;
+  if (last) {
+    const int64_t K = shape.classes;
+    const int logits = t.make(B * K);
+    const int losses = t.make(B);
+    probs = t.make(B * K);
+    t.drop(losses);
+    t.drop(logits);
+  }
+  // The output leaves with its send, unless its layer keeps it (ReLU).
+  if (!last) {
+    a.sent = a.out;
+    if (t.refs(x) > 1) {
+      a.sent = 0;
+      t.drop(x);
+    }
+  }
+  a.fwd_peak = m.peak();
+  a.held = m.now() - a.sent;
+  m.sub_bytes(a.sent);
+  m.reset_peak();
+  const int64_t base = m.now();
+  // Backward: on the last chunk d(logits) in place over the probabilities
+  // and the linear's dx (none when its input is the batch), then its
+  // input; on the others from the received gradient.
+  int g = none;
+  if (last) {
+    g = first && mods.empty() ? none : t.make(B * width);
+    if (x != none)
+      t.drop(x);
+    t.drop(probs);
+  } else {
+    g = t.adopt(B * width);
+    t.hold(g);
+  }
+  for (size_t i = mods.size(); i-- > 0;) {
+    Module& b = mods[i];
+    if (recompute) {
+      const int again = forward(b, b.input);
+      t.drop(again);
+      if (b.input != none)
+        t.drop(b.input);
+    }
+    // The first module's input (the batch) needs no gradient.
+    const int dx = i > 0 || !first ? t.make(B * b.in) : none;
+    if (b.linear && shape.act != Act::kNone) {
+      const int dpre = t.make(B * b.out);
+      clear(b);
+      t.drop(dpre);
+    } else {
+      clear(b);
+    }
+    if (g != none)
+      t.drop(g);
+    g = dx;
+  }
+  a.bwd_peak = m.peak() - base;
+  return a;
+}
+
 }  // namespace
 
-bool step_activation_modelled(const ParallelConfig& parallel, ModelKind kind) {
+bool step_activation_modelled(const ParallelConfig& parallel) {
   // Threads' replicas share one process and its ledger.
-  return (parallel.pp == 1 || kind != ModelKind::kMlp) &&
-         (parallel.dp_mode == DpMode::kMpi || parallel.dp == 1);
+  return parallel.dp_mode == DpMode::kMpi || parallel.dp == 1;
 }
 
 int64_t step_activation_bytes(
@@ -822,23 +898,19 @@ int64_t step_activation_bytes(
     int sp_rank,
     int pp_rank) {
   NDT_CHECK(
-      step_activation_modelled(parallel, shape.kind),
+      step_activation_modelled(parallel),
       ConfigError,
-      "the plan's step activation model covers one replica per process and "
-      "pipelines of the GPT and the ViT, not ",
-      to_string(shape.kind),
-      " with parallel.pp=",
-      parallel.pp,
-      ", parallel.dp=",
+      "the plan's step activation model covers one replica per process, "
+      "not parallel.dp=",
       parallel.dp,
       " and parallel.dp_mode=",
       to_string(parallel.dp_mode));
-  if (shape.kind == ModelKind::kMlp)
-    return mlp_step_bytes(
-        shape, samples, parallel.recompute == Recompute::kBlock);
-  int64_t blocks = 0;
-  for (const ModuleShape& mod : shape.modules)
-    blocks += mod.kind == ModuleKind::kTransformerBlock;
+  const bool recompute = parallel.recompute == Recompute::kBlock;
+  if (shape.kind == ModelKind::kMlp) {
+    return step_peak(shape, parallel, pp_rank, [&](const ModuleRange& r) {
+      return mlp_chunk(shape, samples, recompute, r.first, r.last);
+    });
+  }
   const int64_t T = shape.tokens_per_sample;
   const int64_t N = samples * divide(T, parallel.sp, "tokens");
   const int64_t C = shape.dim, F = shape.mlp_dim, V = shape.vocab;
@@ -924,18 +996,20 @@ int64_t step_activation_bytes(
   }
   const int64_t block = block_activation_bytes(shape, parallel, heads, samples);
   const int64_t io = s.tail_saved.front();  // a block's input or output
-  const bool recompute = parallel.recompute == Recompute::kBlock;
   // Up to the last block's fc2: what forward_tail allocates again.
   const auto before_tail = [&] {
     for (int64_t e : s.tail_saved)
       m.free(e);
   };
-  // A chunk of k blocks (with the input layer first, the head last),
+  // A chunk's blocks (with the input layer first, the head last),
   // measured from zero each pass.
-  const auto chunk = [&](bool first, bool last, int64_t k) {
+  const auto chunk = [&](const ModuleRange& r) {
+    const bool first = r.first == 0, last = r.last == shape.head();
+    const int64_t k =
+        std::min(r.last, shape.head() - 1) - std::max(r.first, 1) + 1;
     ChunkActs a;
     a.in = first ? 0 : fp32_bytes(io);
-    a.out = last ? 0 : fp32_bytes(io);
+    a.out = a.sent = last ? 0 : fp32_bytes(io);
     m = LiveBytes();
     if (first) {
       // The ViT's patch embedding keeps its patches [B, NP, Ch P^2]; the
@@ -980,24 +1054,7 @@ int64_t step_activation_bytes(
     a.bwd_peak = m.peak();
     return a;
   };
-  if (parallel.pp == 1) {
-    // The engine's step without a pipeline: micro-batches one by one.
-    const Schedule one =
-        make_schedule(PipeSchedule::kNaive, 1, parallel.microbatches, 1);
-    return schedule_peak(one.instrs.front(), {chunk(true, true, blocks)});
-  }
-  const std::vector<int> stage_blocks =
-      pipeline_stage_blocks(shape, pipeline_layout(parallel));
-  const int P = parallel.pp, chunks_per_rank = parallel.pp_chunks;
-  std::vector<ChunkActs> chunks;
-  for (int c = 0; c < chunks_per_rank; ++c) {
-    const int vs = virtual_stage(pp_rank, c, P);
-    chunks.push_back(
-        chunk(vs == 0, vs == P * chunks_per_rank - 1, stage_blocks.at(vs)));
-  }
-  const Schedule sched = make_schedule(
-      parallel.schedule, P, parallel.microbatches, chunks_per_rank);
-  return schedule_peak(sched.instrs.at(pp_rank), chunks);
+  return step_peak(shape, parallel, pp_rank, chunk);
 }
 
 }  // namespace ndt

@@ -64,9 +64,8 @@ int64_t block_activation_bytes(
     int64_t samples);
 
 // Whether step_activation_bytes covers the layout: one replica per process
-// (not parallel.dp_mode=threads' replicas, which share one), and one stage
-// or a pipeline of the GPT or the ViT.
-bool step_activation_modelled(const ParallelConfig& parallel, ModelKind kind);
+// (not parallel.dp_mode=threads' replicas, which share one).
+bool step_activation_modelled(const ParallelConfig& parallel);
 
 // The activation peak of one training step per rank (where
 // step_activation_modelled; ConfigError otherwise), in the allocator's
@@ -90,8 +89,9 @@ bool step_activation_modelled(const ParallelConfig& parallel, ModelKind kind);
 // schedule (parallel/pipeline/schedules.h) walked in order, each micro-
 // batch's state held from its forward to its backward's end, a received
 // activation from its receive, a received gradient through the backward
-// it feeds, and each sent one until its send's wait; the largest live sum
-// of the walk and of each forward's and backward's peak inside it.
+// it feeds, and each sent one until its send's wait (or, where a layer
+// keeps it, the MLP's ReLU, its backward); the largest live sum of the
+// walk and of each forward's and backward's peak inside it.
 // samples: one micro-batch's (train.batch_size / dp / microbatches).
 int64_t step_activation_bytes(
     const ModelShape& shape,

@@ -179,10 +179,9 @@ std::vector<std::vector<std::string>> layout_candidates(
   NDT_CHECK(ranks >= 1, ConfigError, "ranks must be >= 1, got ", ranks);
   std::vector<std::vector<std::string>> out;
   const int M = base.parallel.microbatches;
-  // Recompute where the plan shows what it saves (step_activation_bytes:
-  // pipelines of the MLP not), unless the user chose it for every layout.
+  // Recompute with what it saves (step_activation_bytes), unless the user
+  // chose it for every layout.
   const bool try_recompute = base.parallel.recompute == Recompute::kNone;
-  const bool mlp = base.model.kind == ModelKind::kMlp;
   for (int dp : divisors(ranks)) {
     for (int pp : divisors(ranks / dp)) {
       for (int tp : divisors(ranks / dp / pp)) {
@@ -214,7 +213,7 @@ std::vector<std::vector<std::string>> layout_candidates(
                 l.push_back("parallel.tp=1");
               l.insert(l.end(), mode.begin(), mode.end());
               out.push_back(l);
-              if (try_recompute && (pp == 1 || !mlp)) {
+              if (try_recompute) {
                 l.push_back("parallel.recompute=block");
                 out.push_back(l);
               }
@@ -333,7 +332,7 @@ LayoutCost layout_cost(
     }
   }
   const ModelShape shape = model_shape(config.model, p);
-  if (step_activation_modelled(p, shape.kind)) {
+  if (step_activation_modelled(p)) {
     const int64_t samples =
         config.train.batch_size / p.dp / std::max(p.microbatches, 1);
     // The largest rank's: each pipeline stage's; sp rank 0 runs the ViT's

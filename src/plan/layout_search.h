@@ -19,7 +19,7 @@
 //
 // Under recompute the activations are modelled too (step_activation_
 // bytes), so the candidates come with and without parallel.recompute=block
-// (but the MLP's pipelines; unless the user set it: then all recompute).
+// (unless the user set it: then all recompute).
 //
 // Step time, per rank:
 //   compute  = flops of the step (with recompute's: the blocks' forward

@@ -181,6 +181,16 @@ void PipelineExecutor::run(
       timing_.end = t1;
     }
     tracer_.add({in.op, in.mb, in.chunk, in.peer, batch.step, t0, t1});
+    // Pending sends advance only inside calls into the backend: one
+    // between instructions keeps them moving (their buffers still go at
+    // their waits).
+    if (!sends_.empty()) {
+      try {
+        group_.progress();
+      } catch (const CommError& e) {
+        fail(in, static_cast<int>(i), e.what());
+      }
+    }
   }
   wait_sends();
   batch_ = nullptr;

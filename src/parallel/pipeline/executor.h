@@ -11,8 +11,9 @@
 // Sends are asynchronous: a send's buffer stays alive until its wait
 // instruction (kWaitSendAct / kWaitSendGrad, placed where the matching
 // receive has completed: send_waits.h) or, without one, kOptimizerStep, so
-// the live buffers are the same in every run; a receive is posted when its
-// instruction comes and waited for by the same instruction. A receive or send
+// the live buffers are the same in every run (between instructions the
+// executor advances them: Note [MPI progress]); a receive is posted when
+// its instruction comes and waited for by the same instruction. A receive or send
 // that fails or outlives the watchdog throws CommError naming the stage and
 // instruction.
 //

@@ -13,9 +13,9 @@
 // receive has completed: send_waits.h) or, without one, kOptimizerStep, so
 // the live buffers are the same in every run (between instructions the
 // executor advances them: Note [MPI progress]); a receive is posted when
-// its instruction comes and waited for by the same instruction. A receive or send
-// that fails or outlives the watchdog throws CommError naming the stage and
-// instruction.
+// its instruction comes and waited for by the same instruction. A receive or
+// send that fails or outlives the watchdog throws CommError naming the stage
+// and instruction.
 //
 // It is also the step of every layout without a pipeline: one stage (a
 // group of one rank) running the naive schedule over M micro-batches is

@@ -11,8 +11,8 @@
 #                     measured layout - 1 (0: the pick was the fastest)
 #   max_acts_error_mib=X  the largest difference between the plan's
 #                     activation peak per rank and the largest measured
-#                     (act_peak_mib), over the layouts whose peak the plan
-#                     models (the GPT in one stage, sequence
+#                     (act_peak_mib), over every layout (the plan models
+#                     each one's peak: one stage or a pipeline, sequence
 #                     parallelism included; with and without recompute)
 # The plan is calibrated in the same run: from a 1-rank `ndtrain bench` of
 # the model, one rank's GFLOP/s (flops_per_step / (step time - the

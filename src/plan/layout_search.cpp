@@ -119,7 +119,10 @@ std::string describe(const Config& c) {
   if (p.pp > 1) {
     part(
         "pp=" + std::to_string(p.pp) +
-        " (microbatches=" + std::to_string(p.microbatches) + ")");
+        " (microbatches=" + std::to_string(p.microbatches) +
+        (p.pp_chunks > 1 ? ", " + std::to_string(p.pp_chunks) + " chunks"
+                         : std::string()) +
+        ")");
   } else if (p.microbatches > 1) {
     part("microbatches=" + std::to_string(p.microbatches));
   }
@@ -182,6 +185,7 @@ std::vector<std::vector<std::string>> layout_candidates(
   // Recompute with what it saves (step_activation_bytes), unless the user
   // chose it for every layout.
   const bool try_recompute = base.parallel.recompute == Recompute::kNone;
+  const int blocks = model_shape(base.model, 1).num_modules() - 2;
   for (int dp : divisors(ranks)) {
     for (int pp : divisors(ranks / dp)) {
       for (int tp : divisors(ranks / dp / pp)) {
@@ -199,23 +203,31 @@ std::vector<std::vector<std::string>> layout_candidates(
               mode.end();
           for (int zero = 0; zero <= (sync || depth ? 3 : 0); ++zero) {
             for (int mb : mbs) {
-              std::vector<std::string> l = {
-                  "parallel.dp=" + std::to_string(dp),
-                  "parallel.dp_mode=mpi",
-                  "parallel.pp=" + std::to_string(pp),
-                  "parallel.pp_chunks=1",
-                  "parallel.sp=" + std::to_string(sp),
-                  "parallel.zero=" + std::to_string(zero),
-                  "parallel.microbatches=" + std::to_string(mb)};
-              if (pp > 1)
-                l.push_back("parallel.schedule=1f1b");
-              if (tp == 1)
-                l.push_back("parallel.tp=1");
-              l.insert(l.end(), mode.begin(), mode.end());
-              out.push_back(l);
-              if (try_recompute) {
-                l.push_back("parallel.recompute=block");
+              // Pipelines: 1F1B, and interleaved over 2 chunks per rank
+              // where the blocks allow.
+              for (int chunks : {1, 2}) {
+                if (chunks == 2 && (pp == 1 || blocks < 2 * pp))
+                  continue;
+                std::vector<std::string> l = {
+                    "parallel.dp=" + std::to_string(dp),
+                    "parallel.dp_mode=mpi",
+                    "parallel.pp=" + std::to_string(pp),
+                    "parallel.pp_chunks=" + std::to_string(chunks),
+                    "parallel.sp=" + std::to_string(sp),
+                    "parallel.zero=" + std::to_string(zero),
+                    "parallel.microbatches=" + std::to_string(mb)};
+                if (pp > 1)
+                  l.push_back(
+                      chunks == 1 ? "parallel.schedule=1f1b"
+                                  : "parallel.schedule=interleaved");
+                if (tp == 1)
+                  l.push_back("parallel.tp=1");
+                l.insert(l.end(), mode.begin(), mode.end());
                 out.push_back(l);
+                if (try_recompute) {
+                  l.push_back("parallel.recompute=block");
+                  out.push_back(l);
+                }
               }
             }
           }
@@ -238,8 +250,11 @@ LayoutCost layout_cost(
                        static_cast<double>(config.train.batch_size);
   double busy = 1;
   if (p.pp > 1) {
-    const ScheduleReport r =
-        verify_schedule(make_schedule(p.schedule, p.pp, p.microbatches));
+    // A backward of 2 forwards, 3 under recompute.
+    const ScheduleReport r = verify_schedule(
+        make_schedule(p.schedule, p.pp, p.microbatches, p.pp_chunks),
+        1,
+        recompute ? 3 : 2);
     c.bubble = r.bubble;
     busy = 1 - r.bubble;
   }

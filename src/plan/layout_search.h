@@ -6,8 +6,9 @@
 // for any tp, with and without its sequence-split regions, 2d for tp =
 // q^2, 2.5d for tp = q^2 d with d >= 2, 3d for tp = p^3) and a ZeRO stage
 // (0 to 3 when the gradient sync has more than one rank); pipelines run
-// 1F1B with the config's micro-batches, or P
-// (and 2 P) of them when it has fewer. Each candidate is loaded through
+// 1F1B with the config's micro-batches, or P (and 2 P) of them when it
+// has fewer, and the same interleaved over 2 chunks per rank where there
+// are 2 P blocks or more. Each candidate is loaded through
 // load_config with the user's overrides, so the config's own checks reject
 // what cannot run (divisibility of the batch, the heads, the mode's
 // limits).
@@ -25,8 +26,8 @@
 //   compute  = flops of the step (with recompute's: the blocks' forward
 //              again) / ranks / gflops, divided by the share
 //              of the time the pipeline's schedule keeps a rank busy
-//              (verify_schedule with backward = 2 forwards; 1F1B's share
-//              is the same at 3, under recompute), plus the
+//              (verify_schedule with backward = 2 forwards, 3 under
+//              recompute), plus the
 //              optimizer's update: the parameters the rank updates (its
 //              local parameters; under ZeRO those of its buckets: the
 //              elements rank_memory gives optimizer state) times

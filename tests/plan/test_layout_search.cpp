@@ -98,6 +98,40 @@ TEST(LayoutSearch, CandidatesCoverEveryFactorisationAndMode) {
   EXPECT_THROW(layout_candidates(base, 0), ConfigError);
 }
 
+// Pipelines also run interleaved over 2 chunks per rank where the blocks
+// allow: a smaller bubble for the same compute.
+TEST(LayoutSearch, InterleavedPipelinesWhereTheBlocksAllow) {
+  const auto interleaved_offered = [](const Config& c) {
+    for (const auto& l : layout_candidates(c, 2)) {
+      if (std::find(l.begin(), l.end(), "parallel.schedule=interleaved") !=
+          l.end()) {
+        EXPECT_NE(
+            std::find(l.begin(), l.end(), "parallel.pp_chunks=2"), l.end());
+        return true;
+      }
+    }
+    return false;
+  };
+  // 2 blocks: one per stage at pp=2; 4: two chunks of one.
+  EXPECT_FALSE(interleaved_offered(load_config(kGpt, {})));
+  EXPECT_TRUE(interleaved_offered(load_config(kGpt, {"model.depth=4"})));
+  MachineCost m;
+  m.gflops = 100;  // a free link
+  const auto all = search_layouts(kGpt, {"model.depth=4"}, 2, {1e9}, m);
+  const LayoutCost& one = find(all, "pp=2 (microbatches=4)");
+  const LayoutCost& two = find(all, "pp=2 (microbatches=4, 2 chunks)");
+  EXPECT_DOUBLE_EQ(
+      one.bubble,
+      verify_schedule(make_schedule(PipeSchedule::kOneFOneB, 2, 4)).bubble);
+  EXPECT_DOUBLE_EQ(
+      two.bubble,
+      verify_schedule(make_schedule(PipeSchedule::kInterleaved, 2, 4, 2))
+          .bubble);
+  EXPECT_LT(two.bubble, one.bubble);
+  EXPECT_LT(two.step_s, one.step_s);
+  EXPECT_GT(two.act_bytes, 0);
+}
+
 TEST(LayoutSearch, AFreeLinkLeavesComputeAndTheBubble) {
   MachineCost m;
   m.gflops = 100;  // link: alpha = beta = 0

@@ -6,6 +6,7 @@
 //                                [--warmup N]
 //   ndtrain peak [--threads N]
 //   ndtrain schedule --pp P --microbatches M --kind K [--chunks V]
+//                    [--instructions]
 //   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--memory-mib M]
 //                [--top K] [--gflops G] [--update-ns-per-param U]
 //                [--link-alpha-us A] [--link-gbps B] [--comm-on-cores]
@@ -70,7 +71,7 @@ constexpr const char* kUsage =
     "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores] "
     "[--ranks-per-host H [--host-link-alpha-us A] [--host-link-gbps B]]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
-    "naive|gpipe|1f1b|interleaved [--chunks V]\n"
+    "naive|gpipe|1f1b|interleaved [--chunks V] [--instructions]\n"
     "  ndtrain SUBCOMMAND --help   the options of one subcommand\n";
 
 // An integer option in [lo, 2^31 - 1], with the message naming the flag.
@@ -480,11 +481,25 @@ int cmd_plan(const PlanArgs& a) {
 }
 
 // Prints the step x stage grid of a pipeline schedule (forward 1 time
-// unit, backward 2) after checking it with verify_schedule.
-int cmd_schedule(PipeSchedule kind, int pp, int microbatches, int chunks) {
+// unit, backward 2) after checking it with verify_schedule; with
+// `instructions` each rank's list too ("rank 0: L0 F0 SA0>1 ...").
+int cmd_schedule(
+    PipeSchedule kind,
+    int pp,
+    int microbatches,
+    int chunks,
+    bool instructions) {
   Schedule s = make_schedule(kind, pp, microbatches, chunks);
   ScheduleReport r = verify_schedule(s);
   std::cout << render_grid(s, r);
+  if (instructions) {
+    for (int rank = 0; rank < pp; ++rank) {
+      std::cout << "rank " << rank << ":";
+      for (const Instr& in : s.instrs[rank])
+        std::cout << " " << to_string(in);
+      std::cout << "\n";
+    }
+  }
   if (!r.ok) {
     std::cout << "verify: FAIL: " << r.error << "\n";
     return 1;
@@ -525,6 +540,9 @@ int run(int argc, char** argv) {
   int_option(*schedule, "--microbatches", microbatches, 1, "micro-batches")
       ->required();
   int_option(*schedule, "--chunks", chunks, 1, "chunks per rank (1)");
+  bool instructions = false;
+  schedule->add_flag(
+      "--instructions", instructions, "also print each rank's instructions");
   std::vector<std::string> kinds;
   for (const auto& e : EnumNames<PipeSchedule>::kTable)
     kinds.push_back(e.name);
@@ -609,7 +627,11 @@ int run(int argc, char** argv) {
   if (*plan)
     return cmd_plan(plan_args);
   return cmd_schedule(
-      *enum_from_string<PipeSchedule>(kind_name), pp, microbatches, chunks);
+      *enum_from_string<PipeSchedule>(kind_name),
+      pp,
+      microbatches,
+      chunks,
+      instructions);
 }
 }  // namespace
 }  // namespace ndt

@@ -120,6 +120,24 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
 
 // ndtrain plan: the layouts of N ranks, fastest predicted first, and the
 // pick; a memory limit nothing fits names the smallest layout's need.
+// The schedule's grid, checked; with --instructions each rank's list,
+// the sends' waits included.
+TEST(Cli, SchedulePrintsTheGridAndTheInstructions) {
+  Result r = ndtrain("schedule --pp 2 --microbatches 2 --kind 1f1b");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1f1b P=2 M=2 V=1\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("verify: PASS"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rank 0:"), std::string::npos) << r.output;
+  r = ndtrain("schedule --pp 2 --microbatches 2 --kind 1f1b --instructions");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("\nrank 0: L0 F0 SA0>1 L1 F1 SA1>1 RG0<1 WA0>1 B0 RG1<1 "
+                    "WA1>1 B1 RED OPT\nrank 1: L0 RA0<0 F0 B0 SG0>0 L1 RA1<0 "
+                    "F1 B1 SG1>0 RED WG0>0 WG1>0 OPT\n"),
+      std::string::npos)
+      << r.output;
+}
+
 TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   const std::string c =
       "plan -c " + cfg("verify/gpt.yaml") + " --ranks 4 --gflops 100 --top 3";

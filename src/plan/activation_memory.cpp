@@ -715,8 +715,7 @@ class Held {
   explicit Held(LiveBytes& m) : m_(m) {}
   int make(int64_t elements) {
     m_.alloc(elements);
-    t_.push_back({elements, 1});
-    return static_cast<int>(t_.size()) - 1;
+    return adopt(elements);
   }
   // A tensor allocated outside what is measured, one holder.
   int adopt(int64_t elements) {
@@ -1037,7 +1036,7 @@ int64_t step_activation_bytes(
     if (last)
       s.head_forward();
     a.fwd_peak = m.peak();
-    a.held = m.now() - a.out;
+    a.held = m.now() - a.sent;
     // Backward: the head's, then the last block's (under recompute from
     // its forward again) as far as its peak: the chunk's, every earlier
     // block's state still held.

@@ -10,20 +10,32 @@ namespace ndt {
 std::vector<Bucket> assign_buckets(
     const std::vector<int64_t>& numels,
     int64_t bucket_bytes,
-    const std::vector<bool>& starts) {
+    const std::vector<bool>& starts,
+    int owners) {
   NDT_ASSERT(bucket_bytes > 0);
+  NDT_ASSERT(owners >= 1, "owners ", owners);
   NDT_ASSERT(starts.empty() || starts.size() == numels.size());
+  const bool sharded = owners > 1;
+  int64_t limit = bucket_bytes;
+  if (sharded) {
+    const int64_t total = std::accumulate(numels.begin(), numels.end(), 0L);
+    const int64_t parts = int64_t{kBucketsPerOwner} * owners;
+    limit =
+        std::min(limit, std::max<int64_t>(4, (4 * total + parts - 1) / parts));
+  }
   std::vector<Bucket> out;
   Bucket cur;
   for (size_t i = 0; i < numels.size(); ++i) {
-    if (!starts.empty() && starts[i] && !cur.params.empty()) {
+    const bool split = !starts.empty() && starts[i];
+    const bool past = sharded && (cur.numel + numels[i]) * 4 > limit;
+    if ((split || past) && !cur.params.empty()) {
       out.push_back(std::move(cur));
       cur = Bucket();
     }
     cur.params.push_back(static_cast<int>(i));
     cur.offsets.push_back(cur.numel);
     cur.numel += numels[i];
-    if (cur.numel * 4 >= bucket_bytes) {
+    if (cur.numel * 4 >= limit) {
       out.push_back(std::move(cur));
       cur = Bucket();
     }

@@ -22,11 +22,21 @@ struct Bucket {
 // of its own, and before each parameter i with `starts[i]` (when given):
 // a pipeline rank with several model chunks keeps each chunk's buckets
 // apart (split_at_gaps), since the chunks' backwards alternate.
-// Deterministic: depends only on its arguments.
+//
+// ZeRO (`owners` > 1 ranks own the buckets, assign_bucket_owners): the
+// limit is also at most 1 / (kBucketsPerOwner * owners) of all the
+// elements, and a parameter that would take a bucket past the limit
+// starts a new one, so that the buckets are small enough for every rank
+// to own its share (within the largest bucket: a single parameter larger
+// than the share is still one rank's). Deterministic: depends only on its
+// arguments.
+constexpr int kBucketsPerOwner = 4;
+
 std::vector<Bucket> assign_buckets(
     const std::vector<int64_t>& numels,
     int64_t bucket_bytes,
-    const std::vector<bool>& starts = {});
+    const std::vector<bool>& starts = {},
+    int owners = 1);
 
 // For the parameters' modules in backward order (`module_of[i]`): true
 // where a module between a parameter's and the previous parameter's is

@@ -85,9 +85,13 @@ DistributedDataParallel::DistributedDataParallel(
   }
   params_.assign(numels.size(), nullptr);
   initial_sums_.assign(2 * numels.size(), 0.0);
-  // A pipeline rank's chunks keep their buckets apart.
-  buckets_ =
-      assign_buckets(numels, bucket_bytes, split_at_gaps(module_of_, held));
+  // A pipeline rank's chunks keep their buckets apart; under ZeRO the
+  // buckets are small enough for every rank to own a share.
+  buckets_ = assign_buckets(
+      numels,
+      bucket_bytes,
+      split_at_gaps(module_of_, held),
+      shard_ ? group_.size() : 1);
   if (shard_)
     owner_ = assign_bucket_owners(buckets_, group_.size());
   // ZeRO stages 2 and 3: the gradients of the other ranks' buckets go to
@@ -259,6 +263,17 @@ std::vector<Parameter*> DistributedDataParallel::owned_parameters() const {
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
     if (owner(**it) == group_.rank())
       out.push_back(*it);
+  }
+  return out;
+}
+
+std::vector<int64_t> DistributedDataParallel::owned_elements() const {
+  std::vector<int64_t> out(group_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (int r = 0; r < group_.size(); ++r) {
+      if (!shard_ || owner_[b] == r)
+        out[r] += buckets_[b].numel;
+    }
   }
   return out;
 }

@@ -133,6 +133,9 @@ class DistributedDataParallel final : public GradSync {
   // every parameter is this rank's.
   int owner(const Parameter& p) const;
   std::vector<Parameter*> owned_parameters() const;
+  // ZeRO: per rank of the group, the parameter elements it updates (the
+  // numels of the buckets it owns). Without sharding, every rank all.
+  std::vector<int64_t> owned_elements() const;
   // ZeRO stages 1 and 2: every bucket's parameter values from its owner
   // to all ranks (after the owners' update); collective over the group.
   // Waits for them unless deferred (defer_broadcasts). Stage 3: only

@@ -28,10 +28,13 @@ std::vector<std::pair<int, int>> backward_order(
   return out;
 }
 
+// As DistributedDataParallel cuts them; `owners` ranks own them under ZeRO
+// (1: none).
 std::vector<Bucket> buckets_of(
     const ModelShape& shape,
     const std::vector<bool>& held,
-    int64_t bucket_bytes) {
+    int64_t bucket_bytes,
+    int owners = 1) {
   std::vector<int64_t> numels;
   std::vector<int> module_of;
   for (const auto& [m, i] : backward_order(shape, held)) {
@@ -41,7 +44,8 @@ std::vector<Bucket> buckets_of(
   std::vector<bool> all = held;
   if (all.empty())
     all.assign(shape.num_modules(), true);
-  return assign_buckets(numels, bucket_bytes, split_at_gaps(module_of, all));
+  return assign_buckets(
+      numels, bucket_bytes, split_at_gaps(module_of, all), owners);
 }
 
 // The gather units (ParamGathers) of the shape: ZeRO's slots serve them.
@@ -92,7 +96,8 @@ CommVolume ddp_step_comm(
   CommVolume v;
   if (dp <= 1)
     return v;
-  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<Bucket> buckets =
+      buckets_of(shape, held, bucket_bytes, zero > 0 ? dp : 1);
   for (const Bucket& b : buckets) {
     if (zero == 0) {
       v.add(OpType::kAllReduce, 1, b.numel);
@@ -139,7 +144,8 @@ std::vector<std::vector<bool>> zero_updated_params(
   for (const ModuleShape& m : shape.modules)
     out.emplace_back(m.params.size(), false);
   const std::vector<std::pair<int, int>> order = backward_order(shape, held);
-  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<Bucket> buckets =
+      buckets_of(shape, held, bucket_bytes, ranks);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (owners[b] != rank)
@@ -177,7 +183,8 @@ int64_t zero2_grad_elements(
     int ranks,
     int rank,
     bool per_layer) {
-  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<Bucket> buckets =
+      buckets_of(shape, held, bucket_bytes, ranks);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
   const GatherUnits units = units_of(shape, per_layer);
   return owned_and_slots(
@@ -195,7 +202,8 @@ int64_t zero3_param_elements(
     int ranks,
     int rank,
     bool per_layer) {
-  const std::vector<Bucket> buckets = buckets_of(shape, held, bucket_bytes);
+  const std::vector<Bucket> buckets =
+      buckets_of(shape, held, bucket_bytes, ranks);
   const std::vector<int> owners = assign_bucket_owners(buckets, ranks);
   const GatherUnits units = units_of(shape, per_layer);
   return owned_and_slots(

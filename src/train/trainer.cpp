@@ -301,9 +301,12 @@ TrainSummary run_training(
     const DistributedDataParallel& ddp = *engine.ddp();
     auto mib = [](int64_t n) { return static_cast<double>(n) * 4 / (1 << 20); };
     out << "ndtrain: ZeRO stage " << ddp.zero_stage() << " over "
-        << ddp.group().size() << " ranks: rank 0 updates " << mine << " of its "
-        << held << " parameter elements (optimizer state " << mib(state)
-        << " MiB";
+        << ddp.group().size() << " ranks (" << ddp.buckets().size()
+        << " buckets; parameter elements per rank";
+    for (int64_t n : ddp.owned_elements())
+      out << ' ' << n;
+    out << "): rank 0 updates " << mine << " of its " << held
+        << " parameter elements (optimizer state " << mib(state) << " MiB";
     if (ddp.zero_stage() >= 2)
       out << ", gradients " << mib(ddp.grad_elements()) << " of " << mib(held)
           << " MiB";

@@ -15,8 +15,8 @@
 # stage 1 (dp=2, optimizer state on the ranks that own each bucket) ->
 # serial, serial ->
 # ZeRO at dp=2, ZeRO dp=2 -> ZeRO dp=4 (other owners), ZeRO dp=2 x pp=2
-# -> serial, ZeRO dp=2 with one bucket per stage (rank 1 owns nothing) ->
-# serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
+# -> serial, the MLP under ZeRO dp=4 with the default buckets (two ranks
+# own nothing) -> serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
 # parallel ranks (sp=2 x tp=2) -> serial, and ZeRO stage 2 (gradients
 # sharded too, 2 micro-batches) at dp=2 -> stage 1 at dp=2 x pp=2, and
 # serial -> stage 2 at dp=4, and ZeRO stage 3 (parameters sharded too;
@@ -143,9 +143,14 @@ run 4 "$work/zero_pp" parallel.dp=2 parallel.pp=2 parallel.microbatches=2 \
   "${zero[@]}"
 run 1 "$work/zero_pp_to_serial" train.resume="$work/zero_pp/checkpoints/step-3"
 compare "zero dp=2 x pp=2 -> serial" "$work/zero_pp" "$work/zero_pp_to_serial" || exit 1
-run 2 "$work/zero_one" parallel.dp=2 parallel.zero=1
-run 1 "$work/zero_one_to_serial" train.resume="$work/zero_one/checkpoints/step-3"
-compare "zero dp=2, one bucket -> serial" "$work/zero_one" "$work/zero_one_to_serial" || exit 1
+gpt=("${cfg[@]}")
+cfg=(-c "$src/configs/verify/mlp.yaml" train.steps=6 train.batch_size=16
+     train.log_every=1 train.checkpoint_every=3 train.eval_samples=64
+     train.threads=1)
+run 4 "$work/zero_idle" parallel.dp=4 parallel.zero=1
+run 1 "$work/zero_idle_to_serial" train.resume="$work/zero_idle/checkpoints/step-3"
+compare "mlp zero dp=4, two ranks idle -> serial" "$work/zero_idle" "$work/zero_idle_to_serial" || exit 1
+cfg=("${gpt[@]}")
 run 4 "$work/zero_tp" parallel.dp=2 parallel.tp=2 "${zero[@]}"
 run 1 "$work/zero_tp_to_serial" train.resume="$work/zero_tp/checkpoints/step-3"
 compare "zero dp=2 x tp=2 -> serial" "$work/zero_tp" "$work/zero_tp_to_serial" || exit 1

@@ -502,6 +502,21 @@ std::vector<Case> zero_cases() {
   };
   return {
       {"zero_mlp_dp2", &kMlp, with({"parallel.dp=2"})},
+      // The default 4 MiB buckets, cut by ZeRO's limit (a share of the
+      // owners'); the MLP's first layer is a bucket of its own, so at
+      // dp=4 two ranks own nothing.
+      {"zero_gpt_dp2_default_buckets",
+       &kGpt,
+       {"parallel.dp=2", "parallel.zero=1", "train.batch_size=16"}},
+      {"zero2_mlp_dp4_idle_ranks",
+       &kMlp,
+       {"parallel.dp=4",
+        "parallel.zero=2",
+        "parallel.microbatches=2",
+        "train.batch_size=16"}},
+      {"zero3_gpt_dp4_default_buckets",
+       &kGpt,
+       {"parallel.dp=4", "parallel.zero=3", "train.batch_size=16"}},
       {"zero_gpt_dp4_lamb", &kGpt, with({"parallel.dp=4", "optim.name=lamb"})},
       {"zero_vit_dp2_tp2_lamb",
        &kVit,

@@ -118,8 +118,6 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   fs::remove_all(dir + "2");
 }
 
-// ndtrain plan: the layouts of N ranks, fastest predicted first, and the
-// pick; a memory limit nothing fits names the smallest layout's need.
 // The schedule's grid, checked; with --instructions each rank's list,
 // the sends' waits included.
 TEST(Cli, SchedulePrintsTheGridAndTheInstructions) {
@@ -138,6 +136,8 @@ TEST(Cli, SchedulePrintsTheGridAndTheInstructions) {
       << r.output;
 }
 
+// ndtrain plan: the layouts of N ranks, fastest predicted first, and the
+// pick; a memory limit nothing fits names the smallest layout's need.
 TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   const std::string c =
       "plan -c " + cfg("verify/gpt.yaml") + " --ranks 4 --gflops 100 --top 3";
@@ -193,13 +193,22 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   EXPECT_NE(r.output.find("\npick: recompute "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(",parallel.recompute=block\n"), std::string::npos)
       << r.output;
-  // Two ranks under 1.5 MiB: dp=2 (1.9 MiB) is over, the pipeline of 4
-  // micro-batches (0.3 MiB state, 0.5 activations) fits; under 0.7 MiB
-  // that pipeline with recompute (0.3 activations).
+  // Two ranks under 1.5 MiB: dp=2 (1.9 MiB) is over; ZeRO shards the
+  // state (0.4 MiB, against 0.5 unsharded) and with recompute (0.6 MiB
+  // of activations) fits. Under 0.9 MiB the pipeline of 4 micro-batches
+  // (0.3 MiB state, 0.5 activations) fits; under 0.7 MiB that pipeline
+  // with recompute (0.3 activations).
   const std::string two = "plan -c " + cfg("verify/gpt.yaml") +
                           " --ranks 2 --gflops 100 --update-ns-per-param 1 "
                           "--top 30";
   r = ndtrain(two + " --memory-mib 1.5");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("\npick: dp=2 zero=1 recompute (predicted 0.58 ms per "
+                    "step)\n"),
+      std::string::npos)
+      << r.output;
+  r = ndtrain(two + " --memory-mib 0.9");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(
       r.output.find("\npick: pp=2 (microbatches=4) (predicted 0.59 ms per "

@@ -15,9 +15,8 @@ std::vector<Bucket> assign_buckets(
   NDT_ASSERT(bucket_bytes > 0);
   NDT_ASSERT(owners >= 1, "owners ", owners);
   NDT_ASSERT(starts.empty() || starts.size() == numels.size());
-  const bool sharded = owners > 1;
   int64_t limit = bucket_bytes;
-  if (sharded) {
+  if (owners > 1) {
     const int64_t total = std::accumulate(numels.begin(), numels.end(), 0L);
     const int64_t parts = int64_t{kBucketsPerOwner} * owners;
     limit =
@@ -26,9 +25,7 @@ std::vector<Bucket> assign_buckets(
   std::vector<Bucket> out;
   Bucket cur;
   for (size_t i = 0; i < numels.size(); ++i) {
-    const bool split = !starts.empty() && starts[i];
-    const bool past = sharded && (cur.numel + numels[i]) * 4 > limit;
-    if ((split || past) && !cur.params.empty()) {
+    if (!starts.empty() && starts[i] && !cur.params.empty()) {
       out.push_back(std::move(cur));
       cur = Bucket();
     }

@@ -25,10 +25,9 @@ struct Bucket {
 //
 // ZeRO (`owners` > 1 ranks own the buckets, assign_bucket_owners): the
 // limit is also at most 1 / (kBucketsPerOwner * owners) of all the
-// elements, and a parameter that would take a bucket past the limit
-// starts a new one, so that the buckets are small enough for every rank
-// to own its share (within the largest bucket: a single parameter larger
-// than the share is still one rank's). Deterministic: depends only on its
+// elements, so that the buckets are small enough for every rank to own
+// about its share (within the largest bucket, which is below the limit
+// plus its last parameter). Deterministic: depends only on its
 // arguments.
 constexpr int kBucketsPerOwner = 4;
 

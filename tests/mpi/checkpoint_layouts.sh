@@ -15,8 +15,8 @@
 # stage 1 (dp=2, optimizer state on the ranks that own each bucket) ->
 # serial, serial ->
 # ZeRO at dp=2, ZeRO dp=2 -> ZeRO dp=4 (other owners), ZeRO dp=2 x pp=2
-# -> serial, the MLP under ZeRO dp=4 with the default buckets (two ranks
-# own nothing) -> serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
+# -> serial, the MLP under ZeRO dp=4 with the default buckets (one
+# bucket: three ranks own nothing) -> serial, ZeRO dp=2 x tp=2 -> serial and back, ZeRO over sequence-
 # parallel ranks (sp=2 x tp=2) -> serial, and ZeRO stage 2 (gradients
 # sharded too, 2 micro-batches) at dp=2 -> stage 1 at dp=2 x pp=2, and
 # serial -> stage 2 at dp=4, and ZeRO stage 3 (parameters sharded too;
@@ -149,7 +149,7 @@ cfg=(-c "$src/configs/verify/mlp.yaml" train.steps=6 train.batch_size=16
      train.threads=1)
 run 4 "$work/zero_idle" parallel.dp=4 parallel.zero=1
 run 1 "$work/zero_idle_to_serial" train.resume="$work/zero_idle/checkpoints/step-3"
-compare "mlp zero dp=4, two ranks idle -> serial" "$work/zero_idle" "$work/zero_idle_to_serial" || exit 1
+compare "mlp zero dp=4, three ranks idle -> serial" "$work/zero_idle" "$work/zero_idle_to_serial" || exit 1
 cfg=("${gpt[@]}")
 run 4 "$work/zero_tp" parallel.dp=2 parallel.tp=2 "${zero[@]}"
 run 1 "$work/zero_tp_to_serial" train.resume="$work/zero_tp/checkpoints/step-3"

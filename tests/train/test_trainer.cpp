@@ -245,45 +245,45 @@ std::string zero_startup_log(int stage, int depth) {
 }
 
 // ZeRO stage 1: the start-up report says what each rank updates and what
-// rank 0 holds (0.01 MiB buckets: rank 0 owns 11168 of the GPT's 21760
-// parameters, AdamW keeps two states of them: 89344 bytes).
+// rank 0 holds (0.01 MiB buckets: rank 0 owns 10688 of the GPT's 21760
+// parameters, AdamW keeps two states of them: 85504 bytes).
 TEST(TrainLoop, ZeroReportsTheRanksShare) {
   const std::string text = zero_startup_log(1, 2);
   EXPECT_NE(
-      text.find("ndtrain: ZeRO stage 1 over 2 ranks (11 buckets; parameter "
-                "elements per rank 11168 10592): rank 0 updates 11168 "
-                "of its 21760 parameter elements (optimizer state 0.0852051 "
+      text.find("ndtrain: ZeRO stage 1 over 2 ranks (6 buckets; parameter "
+                "elements per rank 10688 11072): rank 0 updates 10688 "
+                "of its 21760 parameter elements (optimizer state 0.081543 "
                 "MiB)"),
       std::string::npos)
       << text;
 }
 
 // Stage 2 (6 blocks, so that slots are reused): also the gradient memory,
-// its buckets' 28256 elements and the slots shared by rank 1's buckets
-// (9216 elements), 37472 in all (0.142944 MiB) of the model's 55936.
+// its buckets' 27776 elements and the slots shared by rank 1's buckets
+// (8544 elements), 36320 in all (0.13855 MiB) of the model's 55936.
 TEST(TrainLoop, Zero2ReportsTheRanksGradients) {
   const std::string text = zero_startup_log(2, 6);
   EXPECT_NE(
-      text.find("ndtrain: ZeRO stage 2 over 2 ranks (27 buckets; parameter "
-                "elements per rank 28256 27680): rank 0 updates 28256 "
-                "of its 55936 parameter elements (optimizer state 0.215576 "
-                "MiB, gradients 0.142944 of 0.213379 MiB)"),
+      text.find("ndtrain: ZeRO stage 2 over 2 ranks (14 buckets; parameter "
+                "elements per rank 27776 28160): rank 0 updates 27776 "
+                "of its 55936 parameter elements (optimizer state 0.211914 "
+                "MiB, gradients 0.13855 of 0.213379 MiB)"),
       std::string::npos)
       << text;
 }
 
-// Stage 3 (6 blocks): also the parameter memory, its buckets' 28256
+// Stage 3 (6 blocks): also the parameter memory, its buckets' 27776
 // elements and the value slots (the same on both ranks, each sized by
-// the other rank's buckets in it, gathered layer by layer: 8352
-// elements), 36608 in all (0.139648 MiB).
+// the other rank's buckets in it, gathered layer by layer: 8544
+// elements), 36320 in all (0.13855 MiB).
 TEST(TrainLoop, Zero3ReportsTheRanksParameters) {
   const std::string text = zero_startup_log(3, 6);
   EXPECT_NE(
-      text.find("ndtrain: ZeRO stage 3 over 2 ranks (27 buckets; parameter "
-                "elements per rank 28256 27680): rank 0 updates 28256 "
-                "of its 55936 parameter elements (optimizer state 0.215576 "
-                "MiB, gradients 0.142944 of 0.213379 MiB, parameters 0.139648 "
-                "of 0.213379 MiB)"),
+      text.find("ndtrain: ZeRO stage 3 over 2 ranks (14 buckets; parameter "
+                "elements per rank 27776 28160): rank 0 updates 27776 "
+                "of its 55936 parameter elements (optimizer state 0.211914 "
+                "MiB, gradients 0.13855 of 0.213379 MiB, parameters 0.13855 of "
+                "0.213379 MiB)"),
       std::string::npos)
       << text;
 }

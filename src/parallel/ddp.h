@@ -12,7 +12,9 @@
 // all-reduced sum is the global-batch gradient: no division afterwards.
 //
 // ZeRO stage 1 (shard_optimizer): parameter values also live in flat
-// buckets, and each bucket has one owner rank (assign_bucket_owners). A
+// buckets, cut small enough for every rank to own about its share
+// (assign_buckets with the group's ranks as owners), and each bucket has
+// one owner rank (assign_bucket_owners). A
 // bucket's gradients are reduced to its owner instead of all-reduced: only
 // the owner holds the global gradient of its parameters (the others keep
 // their local sums), keeps optimizer state for them and updates them

@@ -8,7 +8,8 @@
 // that read them, ParamGathers' choice); the buckets are those of the
 // pure assign_buckets() (parallel/buckets.h) over the held parameters' local
 // sizes in backward order (head first; within a module, its parameters
-// in reverse), so the plan and the run cut the same buckets.
+// in reverse; under ZeRO limited to a share of the owners), so the plan
+// and the run cut the same buckets.
 // Single-process data parallel (parallel.dp_mode=threads) broadcasts every
 // parameter and reduces every gradient on a group of threads that
 // Engine::step creates for the step.

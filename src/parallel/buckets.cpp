@@ -17,7 +17,8 @@ std::vector<Bucket> assign_buckets(
   NDT_ASSERT(starts.empty() || starts.size() == numels.size());
   int64_t limit = bucket_bytes;
   if (owners > 1) {
-    const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
+    const int64_t total =
+        std::accumulate(numels.begin(), numels.end(), int64_t{0});
     const int64_t parts = int64_t{kBucketsPerOwner} * owners;
     limit =
         std::min(limit, std::max<int64_t>(4, (4 * total + parts - 1) / parts));

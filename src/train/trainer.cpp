@@ -300,10 +300,12 @@ TrainSummary run_training(
       state += t.numel();
     const DistributedDataParallel& ddp = *engine.ddp();
     auto mib = [](int64_t n) { return static_cast<double>(n) * 4 / (1 << 20); };
+    const std::vector<int64_t> owned = ddp.owned_elements();
     out << "ndtrain: ZeRO stage " << ddp.zero_stage() << " over "
         << ddp.group().size() << " ranks (" << ddp.buckets().size()
-        << " buckets; parameter elements per rank";
-    for (int64_t n : ddp.owned_elements())
+        << (ddp.buckets().size() == 1 ? " bucket" : " buckets")
+        << "; parameter elements per rank";
+    for (int64_t n : owned)
       out << ' ' << n;
     out << "): rank 0 updates " << mine << " of its " << held
         << " parameter elements (optimizer state " << mib(state) << " MiB";
@@ -314,6 +316,27 @@ TrainSummary run_training(
       out << ", parameters " << mib(ddp.param_elements()) << " of " << mib(held)
           << " MiB";
     out << ")\n";
+    // Buckets hold whole parameters, so one larger than a rank's share
+    // can leave ranks without any.
+    std::string idle;
+    int n_idle = 0;
+    for (size_t r = 0; r < owned.size(); ++r) {
+      if (owned[r] == 0) {
+        if (n_idle++ > 0)
+          idle += ' ';
+        idle += std::to_string(r);
+      }
+    }
+    if (n_idle > 0) {
+      int64_t largest = 0;
+      for (Parameter* q : model.parameters())
+        largest = std::max(largest, q->value.numel());
+      out << "ndtrain: ZeRO: " << n_idle << " of the " << owned.size()
+          << " ranks (" << idle
+          << ") own no bucket and keep no optimizer state: buckets hold "
+             "whole parameters, and the largest has "
+          << largest << " of the " << held << " elements\n";
+    }
   }
 
   TrainSummary summary;

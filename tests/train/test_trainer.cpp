@@ -182,6 +182,19 @@ TEST(TrainLoop, SgemmIsMeasuredOnlyWhereItFitsTheCap) {
   fs::remove_all(dir);
 }
 
+// What rank 0 of a 2-rank run of `c` prints.
+std::string rank0_log(const Config& c) {
+  std::ostringstream log;
+  run_local(2, [&](ProcessGroup& pg) {
+    const std::unique_ptr<Mesh> mesh = make_layout_mesh(pg, c);
+    std::ostringstream quiet;
+    TrainOptions o;
+    o.out = pg.rank() == 0 ? &log : &quiet;
+    run_training(c, o, *mesh);
+  });
+  return log.str();
+}
+
 // The log of rank 0 of a 2-rank run of a small GPT (width 32, heads 4,
 // MLP 64, 16 tokens of a 64-symbol vocabulary, batch 8) with `layout`.
 std::string two_rank_log(const std::vector<std::string>& layout) {
@@ -198,17 +211,9 @@ std::string two_rank_log(const std::vector<std::string>& layout) {
       "train.threads=1",
       "run.dir=" + dir};
   overrides.insert(overrides.end(), layout.begin(), layout.end());
-  const Config c = small_config(overrides);
-  std::ostringstream log;
-  run_local(2, [&](ProcessGroup& pg) {
-    const std::unique_ptr<Mesh> mesh = make_layout_mesh(pg, c);
-    std::ostringstream quiet;
-    TrainOptions o;
-    o.out = pg.rank() == 0 ? &log : &quiet;
-    run_training(c, o, *mesh);
-  });
+  const std::string log = rank0_log(small_config(overrides));
   fs::remove_all(dir);
-  return log.str();
+  return log;
 }
 
 // The start-up names the tensor-parallel mode (its axes, the heads a rank
@@ -286,6 +291,35 @@ TEST(TrainLoop, Zero3ReportsTheRanksParameters) {
                 "0.213379 MiB)"),
       std::string::npos)
       << text;
+}
+
+// Buckets hold whole parameters: the verify MLP's first layer, 50176 of
+// its 52650 parameters, closes its only bucket, so at dp=2 rank 1 owns
+// nothing, and the start-up says so.
+TEST(TrainLoop, ZeroNamesTheRanksThatOwnNothing) {
+  const std::string dir = temp_dir("zero_idle");
+  const Config c = load_config(
+      std::string(NDT_SOURCE_DIR) + "/configs/verify/mlp.yaml",
+      {"parallel.dp=2",
+       "parallel.zero=1",
+       "train.steps=3",
+       "train.threads=1",
+       "run.dir=" + dir});
+  const std::string text = rank0_log(c);
+  fs::remove_all(dir);
+  EXPECT_NE(
+      text.find("ndtrain: ZeRO stage 1 over 2 ranks (1 bucket; parameter "
+                "elements per rank 52650 0): "),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("\nndtrain: ZeRO: 1 of the 2 ranks (1) own no bucket and keep "
+                "no optimizer state: buckets hold whole parameters, and the "
+                "largest has 50176 of the 52650 elements\n"),
+      std::string::npos)
+      << text;
+  // With buckets of 0.01 MiB both own some, and nothing is said.
+  EXPECT_EQ(zero_startup_log(1, 2).find("own no bucket"), std::string::npos);
 }
 
 // A pipeline's start-up line: the blocks and the parameters of each stage

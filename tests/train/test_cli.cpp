@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -201,26 +204,15 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   const std::string two = "plan -c " + cfg("verify/gpt.yaml") +
                           " --ranks 2 --gflops 100 --update-ns-per-param 1 "
                           "--top 30";
-  r = ndtrain(two + " --memory-mib 1.5");
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(
-      r.output.find("\npick: dp=2 zero=1 recompute (predicted 0.58 ms per "
-                    "step)\n"),
-      std::string::npos)
-      << r.output;
-  r = ndtrain(two + " --memory-mib 0.9");
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(
-      r.output.find("\npick: pp=2 (microbatches=4) (predicted 0.59 ms per "
-                    "step)\n"),
-      std::string::npos)
-      << r.output;
-  r = ndtrain(two + " --memory-mib 0.7");
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(
-      r.output.find("\npick: pp=2 (microbatches=4) recompute (predicted "),
-      std::string::npos)
-      << r.output;
+  const std::vector<std::pair<std::string, std::string>> picks = {
+      {"1.5", "\npick: dp=2 zero=1 recompute (predicted 0.58 ms per step)\n"},
+      {"0.9", "\npick: pp=2 (microbatches=4) (predicted 0.59 ms per step)\n"},
+      {"0.7", "\npick: pp=2 (microbatches=4) recompute (predicted "}};
+  for (const auto& [limit, pick] : picks) {
+    r = ndtrain(two + " --memory-mib " + limit);
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(pick), std::string::npos) << limit << r.output;
+  }
   EXPECT_EQ(r.output.find("not modelled"), std::string::npos) << r.output;
   // The MLP's pipelines are modelled too: every layout shows its
   // activations, and under 0.79 MiB the pipeline (0.77 MiB of state) fits

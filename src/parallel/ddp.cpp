@@ -268,13 +268,10 @@ std::vector<Parameter*> DistributedDataParallel::owned_parameters() const {
 }
 
 std::vector<int64_t> DistributedDataParallel::owned_elements() const {
+  NDT_ASSERT(shard_, "owned_elements() without ZeRO");
   std::vector<int64_t> out(group_.size(), 0);
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (int r = 0; r < group_.size(); ++r) {
-      if (!shard_ || owner_[b] == r)
-        out[r] += buckets_[b].numel;
-    }
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    out[owner_[b]] += buckets_[b].numel;
   return out;
 }
 

@@ -136,7 +136,7 @@ class DistributedDataParallel final : public GradSync {
   int owner(const Parameter& p) const;
   std::vector<Parameter*> owned_parameters() const;
   // ZeRO: per rank of the group, the parameter elements it updates (the
-  // numels of the buckets it owns). Without sharding, every rank all.
+  // numels of the buckets it owns).
   std::vector<int64_t> owned_elements() const;
   // ZeRO stages 1 and 2: every bucket's parameter values from its owner
   // to all ranks (after the owners' update); collective over the group.

@@ -77,9 +77,10 @@ std::vector<ModuleSpan> unit_spans_of(
 std::vector<int64_t> ddp_bucket_numels(
     const ModelShape& shape,
     const std::vector<bool>& held,
-    int64_t bucket_bytes) {
+    int64_t bucket_bytes,
+    int owners) {
   std::vector<int64_t> out;
-  for (const Bucket& b : buckets_of(shape, held, bucket_bytes))
+  for (const Bucket& b : buckets_of(shape, held, bucket_bytes, owners))
     out.push_back(b.numel);
   return out;
 }

@@ -26,11 +26,13 @@
 namespace ndt {
 
 // Elements of each DDP bucket, in launch order, for the modules with
-// held[m] (all when empty).
+// held[m] (all when empty); under ZeRO `owners` is the group's ranks
+// (the buckets are limited to a share of them), otherwise 1.
 std::vector<int64_t> ddp_bucket_numels(
     const ModelShape& shape,
     const std::vector<bool>& held,
-    int64_t bucket_bytes);
+    int64_t bucket_bytes,
+    int owners = 1);
 
 // A forward or a backward over modules [first, last] (a pipeline rank's
 // chunk, or the whole model).

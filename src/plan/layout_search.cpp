@@ -289,7 +289,6 @@ LayoutCost layout_cost(
                                         : (1 - forward_share) * busy_s /
                                             std::max(p.microbatches, 1);
   const int sync_ranks = grad_sync_ranks(config);
-  const double bucket_bytes = p.bucket_mb * (1 << 20);
   c.step_s = -1;
   for (int pr = 0; pr < p.pp; ++pr) {
     for (int sr = 0; sr < std::max(sync_ranks, 1); ++sr) {
@@ -309,7 +308,8 @@ LayoutCost layout_cost(
       // The sync: stages 1 and 2 broadcast the updated values after the
       // step's compute, into the next step's first forward when deferred
       // (parallel.defer_broadcast); the rest overlaps the window but for
-      // the last bucket's reduce, which starts when backward ends.
+      // the last bucket's reduce, which starts when backward ends (one
+      // way only: it has one owner).
       CommVolume overlapped = sync, after;
       if (p.zero == 1 || p.zero == 2) {
         after[OpType::kBroadcast] = overlapped[OpType::kBroadcast];
@@ -317,15 +317,8 @@ LayoutCost layout_cost(
       }
       const double sync_s = comm_seconds(sync, sync_ranks, sync_link);
       CommVolume tail;
-      const double bytes = std::min<double>(
-          bucket_bytes,
-          double(
-              overlapped[OpType::kAllReduce].bytes +
-              overlapped[OpType::kReduce].bytes));
       tail.add(
-          p.zero == 0 ? OpType::kAllReduce : OpType::kReduce,
-          1,
-          static_cast<int64_t>(bytes / kFp32Bytes));
+          p.zero == 0 ? OpType::kAllReduce : OpType::kReduce, 1, s.last_bucket);
       const double forward_window =
           m.comm_on_cores || !p.defer_broadcast
               ? 0

@@ -201,6 +201,9 @@ StepComm step_comm(
         passes,
         !pl.recompute);
     g += s.grad_sync;
+    s.last_bucket = ddp_bucket_numels(
+                        shape, held, bucket_bytes, p.zero > 0 ? grad_ranks : 1)
+                        .back();
     if (zero)
       g.add(OpType::kAllReduce, 1, 1, kFp64Bytes);  // grad norm
   }

@@ -51,6 +51,9 @@ struct StepComm {
   // compute; the rest of that group's volume (sequence parallelism's
   // attention, the norms) cannot.
   CommVolume grad_sync;
+  // Elements of the sync's last bucket (the input side's), whose reduce
+  // starts when the step's backward ends; 0 without a sync.
+  int64_t last_bucket = 0;
 
   // The volume of `group` (empty when the step does not use it).
   const CommVolume& at(const std::string& group) const;

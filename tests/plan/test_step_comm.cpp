@@ -83,6 +83,7 @@ struct RankResult {
   CommVolume startup;                      // the gradient reduction's group
   std::map<std::string, CommVolume> step;  // every group of the mesh
   RankMemory memory;
+  int64_t last_bucket = 0;  // elements of the sync's last bucket
 };
 
 Config make_config(
@@ -147,8 +148,10 @@ void check_layout(const Config& config) {
     RankResult& r = got[pg.rank()];
     r.pp_rank = mesh.coord("pp");
     r.sp_rank = mesh.coord("sp");
-    if (engine.ddp())
+    if (engine.ddp()) {
       r.sync_rank = engine.ddp()->group().rank();
+      r.last_bucket = engine.ddp()->buckets().back().numel;
+    }
     r.startup = ledger(mesh.named_group(grad_group(p)));
     for (const std::string& name : mesh.group_names())
       mesh.named_group(name).reset_comm_ledger();
@@ -171,6 +174,7 @@ void check_layout(const Config& config) {
       EXPECT_EQ(v, want.at(name)) << name << ": measured " << to_string(v)
                                   << ", plan " << to_string(want.at(name));
     }
+    EXPECT_EQ(r.last_bucket, want.last_bucket) << "the sync's last bucket";
     for (const auto& [name, v] : want.groups) {
       EXPECT_TRUE(r.step.count(name))
           << "the plan counts " << to_string(v) << " on group " << name

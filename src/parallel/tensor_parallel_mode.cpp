@@ -123,7 +123,8 @@ class Tp1d final : public TensorParallelMode {
   explicit Tp1d(const Config& c)
       : tp_(c.parallel.tp),
         token_split_(c.parallel.tp_seq),
-        tokens_(model_tokens(c.model)) {
+        tokens_(model_tokens(c.model)),
+        split_tokens_(c.parallel.sp > 1 ? tokens_ / c.parallel.sp : tokens_) {
     check_tp1d(c);
   }
   std::vector<MeshAxis> axes() const override {
@@ -144,11 +145,30 @@ class Tp1d final : public TensorParallelMode {
     const int64_t C = global.back();
     return {shape_numel(global) / C / tp_, C};
   }
+  // Every rank computes on all n samples; with sequence-split regions
+  // their tokens (a sequence-parallel rank's) split over the tp ranks.
+  SampleRows sample_rows(const Mesh&, int64_t n) const override {
+    NDT_CHECK(
+        !token_split_ || n * split_tokens_ % tp_ == 0,
+        ConfigError,
+        "parallel.tp_seq splits a batch's tokens over parallel.tp (",
+        tp_,
+        ") ranks: ",
+        n,
+        " samples x ",
+        split_tokens_,
+        " tokens = ",
+        n * split_tokens_,
+        " is not divisible by ",
+        tp_);
+    return {0, n};
+  }
 
  private:
   int tp_;
   bool token_split_;
   int64_t tokens_;
+  int64_t split_tokens_;  // a sample's tokens on this rank's sp share
 };
 
 // The grid side q of parallel.tp = q^2 (0 when tp is not such a square).

@@ -283,11 +283,16 @@ std::string fmt(const char* f, double a) {
 
 }  // namespace
 
+int64_t verify_eval_samples(const Config& config) {
+  const int64_t unit = config.parallel.dp * micro_batch_size(config);
+  return std::max<int64_t>(1, kVerifyEvalSamples / unit) * unit;
+}
+
 VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   const int threads = train_threads(config);
   ops::set_num_threads(threads);
   Config layout = config;
-  layout.train.eval_samples = kVerifyEvalSamples;
+  layout.train.eval_samples = verify_eval_samples(config);
   Config serial = layout;
   serial.parallel = ParallelConfig();
   const std::vector<Config> floor_cfgs = floor_configs(serial);

@@ -41,8 +41,16 @@ namespace ndt {
 constexpr double kVerifyRtol = 1e-5;
 constexpr double kVerifyFloorFactor = 10;
 constexpr double kVerifyParamAtol = 1e-6;
-// Evaluation samples compared (the first of the evaluation set).
+// Evaluation samples compared (the first of the evaluation set): about
+// this many, whole micro-batches on every data-parallel rank
+// (verify_eval_samples).
 constexpr int64_t kVerifyEvalSamples = 256;
+
+// kVerifyEvalSamples rounded down to a multiple of parallel.dp x the
+// micro-batch (at least one), so that every rank's evaluation batches
+// split as its training micro-batches do (a remainder batch might not:
+// an odd one under 1D's sequence-split regions of the ViT's 17 tokens).
+int64_t verify_eval_samples(const Config& config);
 
 struct VerifyReport {
   std::vector<double> loss_serial;

@@ -296,6 +296,15 @@ expect tp2d_eval_split "the evaluation set (63 samples" \
   timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$bin" train \
   "${gpt[@]}" parallel.tp=4 parallel.tp_mode=2d train.eval_samples=63
 check tp2d_eval_split_before_training test ! -e "$work/r_2d/metrics.jsonl"
+# 1D's sequence-split regions split each batch's tokens: the ViT's 17
+# tokens per sample over 2 ranks need an even batch, and 63 evaluation
+# samples end in a batch of 15.
+expect tp1d_seq_eval_split "the evaluation set (63 samples" \
+  timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" train \
+  -c "$src/configs/verify/vit.yaml" train.steps=3 train.threads=1 \
+  run.dir="$work/r_1d_seq" parallel.tp=2 parallel.tp_seq=true \
+  train.eval_samples=63
+check tp1d_seq_eval_split_before_training test ! -e "$work/r_1d_seq/metrics.jsonl"
 
 # --- 2.5D and 3D tensor parallelism: splits checked before training ----
 expect tp2p5d_not_grids "must be q^2 x 2" \

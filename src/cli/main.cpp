@@ -1,17 +1,20 @@
 // ndtrain command-line entry point.
 //
 //   [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]
+//                                [--auto-layout [MACHINE]]
 //   [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]
+//                                [--auto-layout [MACHINE]]
 //   [mpirun -np N] ndtrain bench -c CONFIG.yaml [key=value ...] [--iters N]
-//                                [--warmup N]
+//                                [--warmup N] [--auto-layout [MACHINE]]
 //   ndtrain peak [--threads N]
 //   ndtrain schedule --pp P --microbatches M --kind K [--chunks V]
 //                    [--instructions]
-//   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--memory-mib M]
-//                [--top K] [--gflops G] [--update-ns-per-param U]
-//                [--link-alpha-us A] [--link-gbps B] [--comm-on-cores]
-//                [--ranks-per-host H [--host-link-alpha-us A]
-//                 [--host-link-gbps B]]
+//   ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--top K]
+//                [MACHINE]
+// MACHINE: [--memory-mib M] [--gflops G] [--update-ns-per-param U]
+//          [--link-alpha-us A] [--link-gbps B] [--comm-on-cores]
+//          [--ranks-per-host H [--host-link-alpha-us A] [--host-link-gbps B]]
+// --auto-layout runs in the layout plan picks for the job's ranks.
 //
 // The only place that catches ndt::Error: it prints "[rank r] error:
 // <message>" and, in a multi-rank job, aborts every rank (MPI_Abort) so no
@@ -29,6 +32,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,18 +65,23 @@ namespace {
 // subcommand is an error, as is an out-of-range integer.
 constexpr const char* kUsage =
     "usage:\n"
-    "  [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...]\n"
-    "  [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...]\n"
+    "  [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...] "
+    "[--auto-layout [MACHINE]]\n"
+    "  [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...] "
+    "[--auto-layout [MACHINE]]\n"
     "  [mpirun -np N] ndtrain bench -c CONFIG.yaml [key=value ...] "
-    "[--iters N] [--warmup N]\n"
+    "[--iters N] [--warmup N] [--auto-layout [MACHINE]]\n"
     "  ndtrain peak [--threads N]\n"
-    "  ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N "
-    "[--memory-mib M] [--top K] [--gflops G] [--update-ns-per-param U] "
-    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores] "
-    "[--ranks-per-host H [--host-link-alpha-us A] [--host-link-gbps B]]\n"
+    "  ndtrain plan -c CONFIG.yaml [key=value ...] --ranks N [--top K] "
+    "[MACHINE]\n"
     "  ndtrain schedule --pp P --microbatches M --kind "
     "naive|gpipe|1f1b|interleaved [--chunks V] [--instructions]\n"
-    "  ndtrain SUBCOMMAND --help   the options of one subcommand\n";
+    "  ndtrain SUBCOMMAND --help   the options of one subcommand\n"
+    "MACHINE (plan's model of the machine; --auto-layout: the layout plan "
+    "picks for the job's ranks):\n"
+    "  [--memory-mib M] [--gflops G] [--update-ns-per-param U] "
+    "[--link-alpha-us A] [--link-gbps B] [--comm-on-cores] "
+    "[--ranks-per-host H [--host-link-alpha-us A] [--host-link-gbps B]]\n";
 
 // An integer option in [lo, 2^31 - 1], with the message naming the flag.
 CLI::Option* int_option(
@@ -153,8 +162,30 @@ bool launched_by_mpi() {
 // a stuck peer forever). main() finalises on success.
 std::optional<Job> g_job;
 
+// Starts MPI when a launcher started this process (once) and makes the
+// world group, timed out per config.comm.timeout_s.
+Job& start_world(const Config& config, int* argc, char*** argv) {
+  Job& job = g_job ? *g_job : g_job.emplace();
+  if (job.world)
+    return job;
+  if (launched_by_mpi()) {
+    job.mpi = std::make_unique<MpiRuntime>(argc, argv);
+    g_world_rank = job.mpi->world_rank();
+    g_world_size = job.mpi->world_size();
+    if (g_world_size > 1)
+      install_termination_report(g_world_rank);
+  }
+  if (g_world_size > 1) {
+    job.world = job.mpi->world();
+  } else {
+    job.world = make_self_group("world");
+  }
+  job.world->set_timeout_s(config.comm.timeout_s);
+  return job;
+}
+
 Job& start_job(const Config& config, int* argc, char*** argv) {
-  Job& job = g_job.emplace();
+  Job& job = start_world(config, argc, argv);
   std::vector<std::string> names;
   std::vector<int> sizes;
   std::string layout;
@@ -166,17 +197,8 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
     layout +=
         (layout.empty() ? "" : " x ") + a.name + " " + std::to_string(a.size);
   }
-  int n = 1;
-  if (launched_by_mpi()) {
-    job.mpi = std::make_unique<MpiRuntime>(argc, argv);
-    g_world_rank = job.mpi->world_rank();
-    g_world_size = job.mpi->world_size();
-    if (g_world_size > 1)
-      install_termination_report(g_world_rank);
-    n = g_world_size;
-  }
   NDT_CHECK(
-      n == want,
+      g_world_size == want,
       ConfigError,
       "the layout (",
       layout,
@@ -185,15 +207,10 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
       ") needs ",
       want,
       " MPI ranks, the job has ",
-      n,
+      g_world_size,
       "; run mpirun -np ",
       want,
       " ndtrain ... or change the layout");
-  if (n > 1) {
-    job.world = job.mpi->world();
-  } else {
-    job.world = make_self_group("world");
-  }
   job.world->set_timeout_s(config.comm.timeout_s);
   memory_set_cap(
       static_cast<int64_t>(double(config.train.mem_cap_mb) * (1 << 20)));
@@ -212,15 +229,330 @@ Config load_config_args(const ConfigArgs& a, const char* subcommand) {
   return load_config(a.file, a.overrides);
 }
 
-int cmd_train(const ConfigArgs& a, int* argc, char*** argv) {
-  Config config = load_config_args(a, "train");
+int cmd_peak(int threads) {
+  if (threads <= 0)
+    threads = omp_get_num_procs();
+  ops::set_num_threads(threads);
+  std::printf("ndtrain: %s, threads %d\n", ops::blas_info().c_str(), threads);
+  // peak_gflops: the FMA limit, MFU's denominator (bench/*.sh read it).
+  const double fma = measure_fma_peak_gflops();
+  std::printf(
+      "peak_gflops=%.1f sgemm_gflops=%.1f\n",
+      fma,
+      measure_sgemm_peak_gflops(kSgemmPeakN));
+  return 0;
+}
+
+struct PlanArgs {
+  ConfigArgs config;
+  int ranks = 0;
+  double memory_mib = 0;  // 0: no limit
+  int top = 10;
+  double gflops = 0;               // 0: measure sgemm here
+  double update_ns_per_param = 0;  // 0: measure the config's optimizer here
+  // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
+  double link_alpha_us = 2.0;
+  double link_gbps = 7.5;
+  bool comm_on_cores = false;
+  // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
+  // unless told.
+  int ranks_per_host = 0;
+  double host_link_alpha_us = 30.0;
+  double host_link_gbps = 1.25;
+};
+
+// The plan's machine: the options given, the rest measured here when
+// `measure` (sgemm, the config's optimizer, and the ring core's extra
+// where a candidate of `ranks` ranks would run it), else left 0.
+MachineCost machine_cost(
+    const PlanArgs& a, const Config& base, int ranks, bool measure) {
+  MachineCost m;
+  if (measure) {
+    ops::set_num_threads(train_threads(base));
+    m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
+    m.update_s_per_param = a.update_ns_per_param > 0
+                               ? a.update_ns_per_param * 1e-9
+                               : measure_update_seconds_per_param(base.optim);
+    if (base.parallel.sp_attention == SpAttention::kRing && ranks > 1 &&
+        base.model.kind != ModelKind::kMlp) {
+      const RingCoreExtra e = measure_ring_core_extra(base.model);
+      m.ring_extra_forward_s = e.forward_s;
+      m.ring_extra_backward_s = e.backward_s;
+    }
+  }
+  m.link.alpha_s = a.link_alpha_us * 1e-6;
+  m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
+  m.comm_on_cores = a.comm_on_cores;
+  NDT_CHECK(
+      a.ranks_per_host == 0 || ranks % a.ranks_per_host == 0,
+      ConfigError,
+      "--ranks-per-host ",
+      a.ranks_per_host,
+      " must divide the ranks (",
+      ranks,
+      "): every host runs as many ranks");
+  m.ranks_per_host = a.ranks_per_host;
+  m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
+  m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
+  return m;
+}
+
+// The step's FLOPs per sample, with and without recompute.
+ModelFlops model_flops(const Config& base) {
+  SerialBuilder builder;  // keeps no module: only the FLOP counts are read
+  const std::unique_ptr<Model> model =
+      make_model(base.model, builder, keep_no_module);
+  return {model->flops_per_sample, model->recompute_flops_per_sample};
+}
+
+// The layouts of `ranks` ranks the config accepts, fastest first; throws
+// ConfigError when there is none.
+std::vector<LayoutCost> ranked_layouts(
+    const ConfigArgs& c,
+    const Config& base,
+    int ranks,
+    const MachineCost& m,
+    int* rejected) {
+  std::vector<LayoutCost> all = search_layouts(
+      c.file, c.overrides, ranks, model_flops(base), m, rejected);
+  NDT_CHECK(
+      !all.empty(),
+      ConfigError,
+      "no layout of ",
+      ranks,
+      " ranks passes the config's checks (the batch, heads and widths must "
+      "divide over the ranks)");
+  return all;
+}
+
+// Under a limit (MiB per rank, 0: none) a layout fits when its state and
+// its activations do (the plan models every candidate's: one replica per
+// process).
+bool fits_memory(const LayoutCost& c, double memory_mib) {
+  return memory_mib <= 0 || (c.act_bytes >= 0 &&
+                             double(c.known_bytes()) <= memory_mib * (1 << 20));
+}
+
+// The fastest of `all` (fastest first) that fits `memory_mib`; throws
+// ConfigError naming the smallest layout when none does.
+const LayoutCost& pick_layout(
+    const std::vector<LayoutCost>& all, double memory_mib, int ranks) {
+  for (const LayoutCost& c : all) {
+    if (fits_memory(c, memory_mib))
+      return c;
+  }
+  const auto least = std::min_element(
+      all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
+        return x.known_bytes() < y.known_bytes();
+      });
+  throw ConfigError(detail::str_cat(
+      "no layout of ",
+      ranks,
+      " ranks fits --memory-mib ",
+      memory_mib,
+      ": the smallest, ",
+      least->name,
+      ", needs ",
+      least->known_bytes() / 1048576.0,
+      " MiB per rank"));
+}
+
+std::string joined_overrides(const LayoutCost& c) {
+  std::string out;
+  for (const std::string& o : c.overrides)
+    out += (out.empty() ? "" : ",") + o;
+  return out;
+}
+
+// The layouts of `ranks` ranks the config accepts, fastest predicted step
+// first (plan/layout_search.h), and the pick: the fastest whose memory
+// (state and, where modelled, activations) fits --memory-mib.
+int cmd_plan(const PlanArgs& a) {
+  const Config base = load_config_args(a.config, "plan");
+  const MachineCost m = machine_cost(a, base, a.ranks, true);
+  int rejected = 0;
+  const std::vector<LayoutCost> all =
+      ranked_layouts(a.config, base, a.ranks, m, &rejected);
+  const std::string hosts = a.ranks_per_host > 0
+                                ? detail::str_cat(
+                                      ", ",
+                                      a.ranks / a.ranks_per_host,
+                                      " hosts of ",
+                                      a.ranks_per_host,
+                                      " ranks linked at alpha ",
+                                      a.host_link_alpha_us,
+                                      " us, ",
+                                      a.host_link_gbps,
+                                      " GB/s")
+                                : std::string();
+  std::printf(
+      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
+      "%.3f ns per parameter (%s), ring attention core +%.3f ms forward, "
+      "+%.3f ms backward per sample and layer (measured here), link alpha %.2f "
+      "us, %.3f GB/s%s%s; "
+      "%zu layouts accepted, %d rejected by the config's checks\n",
+      to_string(base.model.kind),
+      a.ranks,
+      m.gflops,
+      a.gflops > 0 ? "--gflops" : "sgemm measured here",
+      to_string(base.optim.name),
+      m.update_s_per_param * 1e9,
+      a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
+      m.ring_extra_forward_s * 1e3,
+      m.ring_extra_backward_s * 1e3,
+      a.link_alpha_us,
+      a.link_gbps,
+      a.comm_on_cores ? " on the ranks' cores" : "",
+      hosts.c_str(),
+      all.size(),
+      rejected);
+  std::printf(
+      "%-48s %9s %9s %9s %8s %10s %10s %9s %9s\n",
+      "layout",
+      "step_ms",
+      "comp_ms",
+      "update_ms",
+      "bubble",
+      "sync_ms",
+      "other_ms",
+      "state_mib",
+      "acts_mib");
+  for (int i = 0; i < std::min<int>(a.top, static_cast<int>(all.size())); ++i) {
+    const LayoutCost& c = all[i];
+    char acts[32] = "-";
+    if (c.act_bytes >= 0)
+      std::snprintf(acts, sizeof acts, "%.1f", c.act_bytes / 1048576.0);
+    std::printf(
+        "%-48s %9.2f %9.2f %9.2f %8.3f %10.2f %10.2f %9.1f %9s%s\n",
+        c.name.c_str(),
+        c.step_s * 1e3,
+        c.compute_s * 1e3,
+        c.update_s * 1e3,
+        c.bubble,
+        c.sync_comm_s * 1e3,
+        c.other_comm_s * 1e3,
+        c.state_bytes / 1048576.0,
+        acts,
+        fits_memory(c, a.memory_mib) ? "" : "  (over --memory-mib)");
+  }
+  const LayoutCost& pick = pick_layout(all, a.memory_mib, a.ranks);
+  // The shown layouts' overrides, one line each (bench/plan.sh runs them).
+  // acts_mib: the activation peak per rank, -1 where not modelled.
+  for (int i = 0; i < std::min<int>(a.top, static_cast<int>(all.size())); ++i)
+    std::printf(
+        "plan_layout step_ms=%.3f acts_mib=%.2f overrides=%s\n",
+        all[i].step_s * 1e3,
+        all[i].act_bytes < 0 ? -1.0 : all[i].act_bytes / double(1 << 20),
+        joined_overrides(all[i]).c_str());
+  std::printf(
+      "pick: %s (predicted %.2f ms per step)\npick_overrides=%s\n",
+      pick.name.c_str(),
+      pick.step_s * 1e3,
+      joined_overrides(pick).c_str());
+  return 0;
+}
+
+// The key of each "key=value".
+std::set<std::string> override_keys(const std::vector<std::string>& overrides) {
+  std::set<std::string> out;
+  for (const std::string& o : overrides)
+    out.insert(o.substr(0, o.find('=')));
+  return out;
+}
+
+// --auto-layout of train, verify and bench (`on`), with plan's options.
+struct AutoLayout {
+  bool on = false;
+  PlanArgs plan;
+};
+
+// The config of a train, verify or bench job (`subcommand`); under
+// --auto-layout with the plan's pick for the job's ranks (cmd_plan's
+// search and pick), for which rank 0 measures the machine and every rank
+// takes its numbers, so that all search alike and pick the same layout.
+Config job_config(
+    const ConfigArgs& a,
+    const AutoLayout& layout,
+    const char* subcommand,
+    int* argc,
+    char*** argv) {
+  const Config base = load_config_args(a, subcommand);
+  if (!layout.on)
+    return base;
+  const PlanArgs& plan = layout.plan;
+  Job& job = start_world(base, argc, argv);
+  const int ranks = g_world_size;
+  // What the plan chooses, the overrides must leave to it.
+  std::set<std::string> chosen;
+  for (const std::vector<std::string>& l : layout_candidates(base, ranks)) {
+    const std::set<std::string> keys = override_keys(l);
+    chosen.insert(keys.begin(), keys.end());
+  }
+  for (const std::string& k : override_keys(a.overrides)) {
+    NDT_CHECK(
+        !chosen.count(k),
+        ConfigError,
+        "ndtrain ",
+        subcommand,
+        " --auto-layout: the override ",
+        k,
+        " sets what the plan chooses; drop it, or drop --auto-layout and "
+        "give the whole layout");
+  }
+  MachineCost m = machine_cost(plan, base, ranks, g_world_rank <= 0);
+  double measured[4] = {
+      m.gflops,
+      m.update_s_per_param,
+      m.ring_extra_forward_s,
+      m.ring_extra_backward_s};
+  job.world->all_reduce(measured, 4);  // rank 0's: the others hold 0
+  m.gflops = measured[0];
+  m.update_s_per_param = measured[1];
+  m.ring_extra_forward_s = measured[2];
+  m.ring_extra_backward_s = measured[3];
+  int rejected = 0;
+  const std::vector<LayoutCost> all =
+      ranked_layouts(a, base, ranks, m, &rejected);
+  const LayoutCost& pick = pick_layout(all, plan.memory_mib, ranks);
+  if (g_world_rank <= 0) {
+    std::printf(
+        "ndtrain: layout from the plan: %s, predicted %.2f ms per step, the "
+        "fastest of %zu layouts of %d ranks%s (%.1f GFLOP/s per rank, update "
+        "%.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s); overrides "
+        "%s\n",
+        pick.name.c_str(),
+        pick.step_s * 1e3,
+        all.size(),
+        ranks,
+        plan.memory_mib > 0
+            ? detail::str_cat(" within ", plan.memory_mib, " MiB per rank")
+                  .c_str()
+            : "",
+        m.gflops,
+        m.update_s_per_param * 1e9,
+        plan.link_alpha_us,
+        plan.link_gbps,
+        plan.comm_on_cores ? " on the ranks' cores" : "",
+        joined_overrides(pick).c_str());
+    std::fflush(stdout);
+  }
+  std::vector<std::string> overrides = a.overrides;
+  overrides.insert(
+      overrides.end(), pick.overrides.begin(), pick.overrides.end());
+  return load_config(a.file, overrides);
+}
+
+int cmd_train(
+    const ConfigArgs& a, const AutoLayout& layout, int* argc, char*** argv) {
+  const Config config = job_config(a, layout, "train", argc, argv);
   Job& job = start_job(config, argc, argv);
   run_training(config, TrainOptions(), *job.mesh);
   return 0;
 }
 
-int cmd_verify(const ConfigArgs& a, int* argc, char*** argv) {
-  Config config = load_config_args(a, "verify");
+int cmd_verify(
+    const ConfigArgs& a, const AutoLayout& layout, int* argc, char*** argv) {
+  const Config config = job_config(a, layout, "verify", argc, argv);
   Job& job = start_job(config, argc, argv);
   std::ostringstream quiet;
   std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
@@ -230,8 +562,13 @@ int cmd_verify(const ConfigArgs& a, int* argc, char*** argv) {
 
 // Prints one line of StepBenchResult (bench/*.sh read it).
 int cmd_bench(
-    const ConfigArgs& a, int iters, int warmup, int* argc, char*** argv) {
-  Config config = load_config_args(a, "bench");
+    const ConfigArgs& a,
+    const AutoLayout& layout,
+    int iters,
+    int warmup,
+    int* argc,
+    char*** argv) {
+  const Config config = job_config(a, layout, "bench", argc, argv);
   Job& job = start_job(config, argc, argv);
   const int threads = train_threads(config);
   ops::set_num_threads(threads);
@@ -285,201 +622,6 @@ int cmd_bench(
   return 0;
 }
 
-int cmd_peak(int threads) {
-  if (threads <= 0)
-    threads = omp_get_num_procs();
-  ops::set_num_threads(threads);
-  std::printf("ndtrain: %s, threads %d\n", ops::blas_info().c_str(), threads);
-  // peak_gflops: the FMA limit, MFU's denominator (bench/*.sh read it).
-  const double fma = measure_fma_peak_gflops();
-  std::printf(
-      "peak_gflops=%.1f sgemm_gflops=%.1f\n",
-      fma,
-      measure_sgemm_peak_gflops(kSgemmPeakN));
-  return 0;
-}
-
-struct PlanArgs {
-  ConfigArgs config;
-  int ranks = 0;
-  double memory_mib = 0;  // 0: no limit
-  int top = 10;
-  double gflops = 0;               // 0: measure sgemm here
-  double update_ns_per_param = 0;  // 0: measure the config's optimizer here
-  // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
-  double link_alpha_us = 2.0;
-  double link_gbps = 7.5;
-  bool comm_on_cores = false;
-  // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
-  // unless told.
-  int ranks_per_host = 0;
-  double host_link_alpha_us = 30.0;
-  double host_link_gbps = 1.25;
-};
-
-// The layouts of `ranks` ranks the config accepts, fastest predicted step
-// first (plan/layout_search.h), and the pick: the fastest whose memory
-// (state and, where modelled, activations) fits --memory-mib, one whose
-// activations are modelled first.
-int cmd_plan(const PlanArgs& a) {
-  const Config base = load_config_args(a.config, "plan");
-  const int threads = train_threads(base);
-  ops::set_num_threads(threads);
-  MachineCost m;
-  m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
-  m.update_s_per_param = a.update_ns_per_param > 0
-                             ? a.update_ns_per_param * 1e-9
-                             : measure_update_seconds_per_param(base.optim);
-  // The ring core's extra, measured where some candidate would run it.
-  if (base.parallel.sp_attention == SpAttention::kRing && a.ranks > 1 &&
-      base.model.kind != ModelKind::kMlp) {
-    const RingCoreExtra e = measure_ring_core_extra(base.model);
-    m.ring_extra_forward_s = e.forward_s;
-    m.ring_extra_backward_s = e.backward_s;
-  }
-  m.link.alpha_s = a.link_alpha_us * 1e-6;
-  m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
-  m.comm_on_cores = a.comm_on_cores;
-  NDT_CHECK(
-      a.ranks_per_host == 0 || a.ranks % a.ranks_per_host == 0,
-      ConfigError,
-      "--ranks-per-host ",
-      a.ranks_per_host,
-      " must divide --ranks ",
-      a.ranks,
-      " (every host runs as many ranks)");
-  m.ranks_per_host = a.ranks_per_host;
-  m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
-  m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
-  SerialBuilder builder;  // keeps no module: only the FLOP counts are read
-  const std::unique_ptr<Model> model =
-      make_model(base.model, builder, keep_no_module);
-  int rejected = 0;
-  const std::vector<LayoutCost> all = search_layouts(
-      a.config.file,
-      a.config.overrides,
-      a.ranks,
-      {model->flops_per_sample, model->recompute_flops_per_sample},
-      m,
-      &rejected);
-  const std::string hosts = a.ranks_per_host > 0
-                                ? detail::str_cat(
-                                      ", ",
-                                      a.ranks / a.ranks_per_host,
-                                      " hosts of ",
-                                      a.ranks_per_host,
-                                      " ranks linked at alpha ",
-                                      a.host_link_alpha_us,
-                                      " us, ",
-                                      a.host_link_gbps,
-                                      " GB/s")
-                                : std::string();
-  // Under a limit a layout fits when its state and its activations do
-  // (the plan models every candidate's: one replica per process).
-  const double limit = a.memory_mib * (1 << 20);
-  auto fits = [&](const LayoutCost& c) {
-    return limit <= 0 || (c.act_bytes >= 0 && double(c.known_bytes()) <= limit);
-  };
-  std::printf(
-      "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
-      "%.3f ns per parameter (%s), ring attention core +%.3f ms forward, "
-      "+%.3f ms backward per sample and layer (measured here), link alpha %.2f "
-      "us, %.3f GB/s%s%s; "
-      "%zu layouts accepted, %d rejected by the config's checks\n",
-      to_string(base.model.kind),
-      a.ranks,
-      m.gflops,
-      a.gflops > 0 ? "--gflops" : "sgemm measured here",
-      to_string(base.optim.name),
-      m.update_s_per_param * 1e9,
-      a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
-      m.ring_extra_forward_s * 1e3,
-      m.ring_extra_backward_s * 1e3,
-      a.link_alpha_us,
-      a.link_gbps,
-      a.comm_on_cores ? " on the ranks' cores" : "",
-      hosts.c_str(),
-      all.size(),
-      rejected);
-  NDT_CHECK(
-      !all.empty(),
-      ConfigError,
-      "no layout of ",
-      a.ranks,
-      " ranks passes the config's checks (the batch, heads and widths must "
-      "divide over the ranks)");
-  std::printf(
-      "%-48s %9s %9s %9s %8s %10s %10s %9s %9s\n",
-      "layout",
-      "step_ms",
-      "comp_ms",
-      "update_ms",
-      "bubble",
-      "sync_ms",
-      "other_ms",
-      "state_mib",
-      "acts_mib");
-  const LayoutCost* pick = nullptr;
-  int shown = 0;
-  for (const LayoutCost& c : all) {
-    if (pick == nullptr && fits(c))
-      pick = &c;
-    if (shown++ >= a.top)
-      continue;
-    char acts[32] = "-";
-    if (c.act_bytes >= 0)
-      std::snprintf(acts, sizeof acts, "%.1f", c.act_bytes / 1048576.0);
-    std::printf(
-        "%-48s %9.2f %9.2f %9.2f %8.3f %10.2f %10.2f %9.1f %9s%s\n",
-        c.name.c_str(),
-        c.step_s * 1e3,
-        c.compute_s * 1e3,
-        c.update_s * 1e3,
-        c.bubble,
-        c.sync_comm_s * 1e3,
-        c.other_comm_s * 1e3,
-        c.state_bytes / 1048576.0,
-        acts,
-        fits(c) ? "" : "  (over --memory-mib)");
-  }
-  if (pick == nullptr) {
-    const auto least = std::min_element(
-        all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
-          return x.known_bytes() < y.known_bytes();
-        });
-    throw ConfigError(detail::str_cat(
-        "no layout of ",
-        a.ranks,
-        " ranks fits --memory-mib ",
-        a.memory_mib,
-        ": the smallest, ",
-        least->name,
-        ", needs ",
-        least->known_bytes() / 1048576.0,
-        " MiB per rank"));
-  }
-  // The shown layouts' overrides, one line each (bench/plan.sh runs them).
-  auto joined = [](const LayoutCost& c) {
-    std::string out;
-    for (const std::string& o : c.overrides)
-      out += (out.empty() ? "" : ",") + o;
-    return out;
-  };
-  // acts_mib: the activation peak per rank, -1 where not modelled.
-  for (int i = 0; i < std::min<int>(a.top, static_cast<int>(all.size())); ++i)
-    std::printf(
-        "plan_layout step_ms=%.3f acts_mib=%.2f overrides=%s\n",
-        all[i].step_s * 1e3,
-        all[i].act_bytes < 0 ? -1.0 : all[i].act_bytes / double(1 << 20),
-        joined(all[i]).c_str());
-  std::printf(
-      "pick: %s (predicted %.2f ms per step)\npick_overrides=%s\n",
-      pick->name.c_str(),
-      pick->step_s * 1e3,
-      joined(*pick).c_str());
-  return 0;
-}
-
 // Prints the step x stage grid of a pipeline schedule (forward 1 time
 // unit, backward 2) after checking it with verify_schedule; with
 // `instructions` each rank's list too ("rank 0: L0 F0 SA0>1 ...").
@@ -511,6 +653,75 @@ int cmd_schedule(
   return 0;
 }
 
+// The plan's options of the machine and the memory limit (plan, and
+// train --auto-layout); returns them.
+std::vector<CLI::Option*> add_machine_options(CLI::App& app, PlanArgs& a) {
+  struct Number {
+    const char* name;
+    double* value;
+    const char* help;
+    bool positive;  // else non-negative
+  };
+  const Number numbers[] = {
+      {"--memory-mib", &a.memory_mib, "memory per rank (0: any)", false},
+      {"--gflops",
+       &a.gflops,
+       "GFLOP/s of one rank (0: measure sgemm here)",
+       false},
+      {"--update-ns-per-param",
+       &a.update_ns_per_param,
+       "one rank's optimizer step per parameter it updates, ns (0: measure "
+       "the config's optimizer here)",
+       false},
+      {"--link-alpha-us",
+       &a.link_alpha_us,
+       "latency of one step of a collective (2)",
+       false},
+      {"--link-gbps",
+       &a.link_gbps,
+       "bus bandwidth between ranks, GB/s (7.5)",
+       true},
+      {"--host-link-alpha-us",
+       &a.host_link_alpha_us,
+       "latency of one step of a collective between hosts (30)",
+       false},
+      {"--host-link-gbps",
+       &a.host_link_gbps,
+       "bus bandwidth between hosts, GB/s (1.25)",
+       true}};
+  std::vector<CLI::Option*> out;
+  for (const Number& n : numbers) {
+    out.push_back(app.add_option(n.name, *n.value, n.help)
+                      ->check(
+                          n.positive ? CLI::Validator(CLI::PositiveNumber)
+                                     : CLI::Validator(CLI::NonNegativeNumber)));
+  }
+  out.push_back(app.add_flag(
+      "--comm-on-cores",
+      a.comm_on_cores,
+      "the ranks share one host's memory: every transfer is a copy by a "
+      "rank's own core, so communication hides no compute"));
+  out.push_back(int_option(
+      app,
+      "--ranks-per-host",
+      a.ranks_per_host,
+      0,
+      "ranks fill hosts of this many in rank order; a group on two hosts "
+      "uses the host link (0: one host)"));
+  return out;
+}
+
+// --auto-layout and, needing it, plan's options of the machine.
+void add_auto_layout(CLI::App& app, AutoLayout& a) {
+  CLI::Option* flag = app.add_flag(
+      "--auto-layout",
+      a.on,
+      "the layout `ndtrain plan` picks for the job's ranks (the options "
+      "below as plan's)");
+  for (CLI::Option* o : add_machine_options(app, a.plan))
+    o->needs(flag);
+}
+
 int run(int argc, char** argv) {
   if (argc < 2) {
     std::cout << kUsage;
@@ -526,6 +737,10 @@ int run(int argc, char** argv) {
   add_config_args(*verify, verify_args);
   CLI::App* bench = app.add_subcommand("bench", "time training steps");
   add_config_args(*bench, bench_args);
+  AutoLayout train_layout, verify_layout, bench_layout;
+  add_auto_layout(*train, train_layout);
+  add_auto_layout(*verify, verify_layout);
+  add_auto_layout(*bench, bench_layout);
   int iters = 20, warmup = 5;
   int_option(*bench, "--iters", iters, 1, "timed steps (20)");
   int_option(*bench, "--warmup", warmup, 0, "untimed steps first (5)");
@@ -555,53 +770,8 @@ int run(int argc, char** argv) {
   add_config_args(*plan, plan_args.config);
   int_option(*plan, "--ranks", plan_args.ranks, 1, "ranks of the job")
       ->required();
-  plan->add_option(
-          "--memory-mib", plan_args.memory_mib, "memory per rank (0: any)")
-      ->check(CLI::NonNegativeNumber);
   int_option(*plan, "--top", plan_args.top, 1, "layouts to print (10)");
-  plan->add_option(
-          "--gflops",
-          plan_args.gflops,
-          "GFLOP/s of one rank (0: measure sgemm here)")
-      ->check(CLI::NonNegativeNumber);
-  plan->add_option(
-          "--update-ns-per-param",
-          plan_args.update_ns_per_param,
-          "one rank's optimizer step per parameter it updates, ns (0: "
-          "measure the config's optimizer here)")
-      ->check(CLI::NonNegativeNumber);
-  plan->add_option(
-          "--link-alpha-us",
-          plan_args.link_alpha_us,
-          "latency of one step of a collective (2)")
-      ->check(CLI::NonNegativeNumber);
-  plan->add_option(
-          "--link-gbps",
-          plan_args.link_gbps,
-          "bus bandwidth between ranks, GB/s (7.5)")
-      ->check(CLI::PositiveNumber);
-  plan->add_flag(
-      "--comm-on-cores",
-      plan_args.comm_on_cores,
-      "the ranks share one host's memory: every transfer is a copy by a "
-      "rank's own core, so communication hides no compute");
-  int_option(
-      *plan,
-      "--ranks-per-host",
-      plan_args.ranks_per_host,
-      0,
-      "ranks fill hosts of this many in rank order; a group on two hosts "
-      "uses the host link (0: one host)");
-  plan->add_option(
-          "--host-link-alpha-us",
-          plan_args.host_link_alpha_us,
-          "latency of one step of a collective between hosts (30)")
-      ->check(CLI::NonNegativeNumber);
-  plan->add_option(
-          "--host-link-gbps",
-          plan_args.host_link_gbps,
-          "bus bandwidth between hosts, GB/s (1.25)")
-      ->check(CLI::PositiveNumber);
+  add_machine_options(*plan, plan_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -617,11 +787,11 @@ int run(int argc, char** argv) {
         printable(e.what()) + "\n" + kUsage);
   }
   if (*train)
-    return cmd_train(train_args, &argc, &argv);
+    return cmd_train(train_args, train_layout, &argc, &argv);
   if (*verify)
-    return cmd_verify(verify_args, &argc, &argv);
+    return cmd_verify(verify_args, verify_layout, &argc, &argv);
   if (*bench)
-    return cmd_bench(bench_args, iters, warmup, &argc, &argv);
+    return cmd_bench(bench_args, bench_layout, iters, warmup, &argc, &argv);
   if (*peak)
     return cmd_peak(threads);
   if (*plan)

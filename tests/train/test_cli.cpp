@@ -241,7 +241,7 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   r = ndtrain(c + " --ranks-per-host 3");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(
-      r.output.find("error: --ranks-per-host 3 must divide --ranks 4"),
+      r.output.find("error: --ranks-per-host 3 must divide the ranks (4)"),
       std::string::npos)
       << r.output;
 }

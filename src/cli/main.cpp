@@ -185,7 +185,8 @@ Job& start_world(const Config& config, int* argc, char*** argv) {
 }
 
 Job& start_job(const Config& config, int* argc, char*** argv) {
-  Job& job = start_world(config, argc, argv);
+  // The axes first: their checks (a mode's splits, sequence parallelism's)
+  // fail before MPI starts, so that rank 0 alone reports them.
   std::vector<std::string> names;
   std::vector<int> sizes;
   std::string layout;
@@ -197,6 +198,7 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
     layout +=
         (layout.empty() ? "" : " x ") + a.name + " " + std::to_string(a.size);
   }
+  Job& job = start_world(config, argc, argv);
   NDT_CHECK(
       g_world_size == want,
       ConfigError,

@@ -306,6 +306,15 @@ expect tp1d_seq_eval_split "the evaluation set (63 samples" \
   train.eval_samples=63
 check tp1d_seq_eval_split_before_training test ! -e "$work/r_1d_seq/metrics.jsonl"
 
+# A layout the config refuses is refused before MPI starts, on every rank
+# alike: rank 0 alone reports it, once (the ViT's 17 tokens over sp=2).
+sp_out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$bin" \
+  train -c "$src/configs/verify/vit.yaml" train.steps=3 train.threads=1 \
+  run.dir="$work/r_sp" parallel.sp=2 parallel.dp=2 2>&1)
+check sp_split_reported_once \
+  test "$(grep -c "error: parallel.sp=2 splits each sample's 17 tokens" <<< "$sp_out")" = 1
+check sp_split_reported_without_rank grep -q "^error: parallel.sp=2" <<< "$sp_out"
+
 # --- 2.5D and 3D tensor parallelism: splits checked before training ----
 expect tp2p5d_not_grids "must be q^2 x 2" \
   nd train "${gpt[@]}" parallel.tp=6 parallel.tp_mode=2.5d parallel.tp_depth=2

@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/activity.h"
@@ -833,7 +835,12 @@ int fail(const char* raw) {
   std::fflush(stdout);
   if (ndt::g_world_size == 1 && ndt::launcher_rank() > 0) {
     // An error before MPI started (a bad config) is the same on every
-    // rank: rank 0 alone reports it.
+    // rank: rank 0 reports it and its exit ends the job. Ending at once
+    // here could end the job before rank 0 has printed; after the wait, a
+    // rank whose error rank 0 did not share (a file only its host lacks)
+    // reports its own.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::fprintf(stderr, "[rank %d] error: %s\n", ndt::launcher_rank(), what);
     return 1;
   }
   if (ndt::g_world_size > 1) {

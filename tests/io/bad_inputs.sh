@@ -314,6 +314,18 @@ sp_out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$bin" \
 check sp_split_reported_once \
   test "$(grep -c "error: parallel.sp=2 splits each sample's 17 tokens" <<< "$sp_out")" = 1
 check sp_split_reported_without_rank grep -q "^error: parallel.sp=2" <<< "$sp_out"
+# ... and the other ranks wait for rank 0's exit to end the job: ending
+# at once, they ended it before rank 0 had printed in 6 of 30 runs of 8
+# ranks. Ten runs, each must print the message once and exit non-zero.
+reported=0
+for _ in $(seq 10); do
+  pp_out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np 8 \
+    "$bin" verify -c "$src/configs/verify/gpt.yaml" parallel.pp=8 2>&1) \
+    && continue
+  [[ $(grep -c "error: parallel.pp (8)" <<< "$pp_out") == 1 ]] \
+    && reported=$((reported + 1))
+done
+check pp_split_reported_in_every_run test "$reported" = 10
 
 # --- 2.5D and 3D tensor parallelism: splits checked before training ----
 expect tp2p5d_not_grids "must be q^2 x 2" \

@@ -41,6 +41,7 @@
 
 #include "base/activity.h"
 #include "base/check.h"
+#include "cli/layout_pick.h"
 #include "comm/mesh.h"
 #include "comm/mpi_process_group.h"
 #include "comm/self_process_group.h"
@@ -52,12 +53,9 @@
 #include "parallel/tensor_parallel_mode.h"
 #include "plan/layout_search.h"
 #include "tensor/memory.h"
-#include "train/factory.h"
 #include "train/peak.h"
-#include "train/ring_core_cost.h"
 #include "train/step_bench.h"
 #include "train/trainer.h"
-#include "train/update_rate.h"
 #include "train/verify.h"
 
 namespace ndt {
@@ -250,143 +248,30 @@ int cmd_peak(int threads) {
 struct PlanArgs {
   ConfigArgs config;
   int ranks = 0;
-  double memory_mib = 0;  // 0: no limit
   int top = 10;
-  double gflops = 0;               // 0: measure sgemm here
-  double update_ns_per_param = 0;  // 0: measure the config's optimizer here
-  // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
-  double link_alpha_us = 2.0;
-  double link_gbps = 7.5;
-  bool comm_on_cores = false;
-  // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
-  // unless told.
-  int ranks_per_host = 0;
-  double host_link_alpha_us = 30.0;
-  double host_link_gbps = 1.25;
+  MachineArgs machine;
 };
-
-// The plan's machine: the options given, the rest measured here when
-// `measure` (sgemm, the config's optimizer, and the ring core's extra
-// where a candidate of `ranks` ranks would run it), else left 0.
-MachineCost machine_cost(
-    const PlanArgs& a, const Config& base, int ranks, bool measure) {
-  MachineCost m;
-  if (measure) {
-    ops::set_num_threads(train_threads(base));
-    m.gflops = a.gflops > 0 ? a.gflops : measure_sgemm_peak_gflops(kSgemmPeakN);
-    m.update_s_per_param = a.update_ns_per_param > 0
-                               ? a.update_ns_per_param * 1e-9
-                               : measure_update_seconds_per_param(base.optim);
-    if (base.parallel.sp_attention == SpAttention::kRing && ranks > 1 &&
-        base.model.kind != ModelKind::kMlp) {
-      const RingCoreExtra e = measure_ring_core_extra(base.model);
-      m.ring_extra_forward_s = e.forward_s;
-      m.ring_extra_backward_s = e.backward_s;
-    }
-  }
-  m.link.alpha_s = a.link_alpha_us * 1e-6;
-  m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
-  m.comm_on_cores = a.comm_on_cores;
-  NDT_CHECK(
-      a.ranks_per_host == 0 || ranks % a.ranks_per_host == 0,
-      ConfigError,
-      "--ranks-per-host ",
-      a.ranks_per_host,
-      " must divide the ranks (",
-      ranks,
-      "): every host runs as many ranks");
-  m.ranks_per_host = a.ranks_per_host;
-  m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
-  m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
-  return m;
-}
-
-// The step's FLOPs per sample, with and without recompute.
-ModelFlops model_flops(const Config& base) {
-  SerialBuilder builder;  // keeps no module: only the FLOP counts are read
-  const std::unique_ptr<Model> model =
-      make_model(base.model, builder, keep_no_module);
-  return {model->flops_per_sample, model->recompute_flops_per_sample};
-}
-
-// The layouts of `ranks` ranks the config accepts, fastest first; throws
-// ConfigError when there is none.
-std::vector<LayoutCost> ranked_layouts(
-    const ConfigArgs& c,
-    const Config& base,
-    int ranks,
-    const MachineCost& m,
-    int* rejected) {
-  std::vector<LayoutCost> all = search_layouts(
-      c.file, c.overrides, ranks, model_flops(base), m, rejected);
-  NDT_CHECK(
-      !all.empty(),
-      ConfigError,
-      "no layout of ",
-      ranks,
-      " ranks passes the config's checks (the batch, heads and widths must "
-      "divide over the ranks)");
-  return all;
-}
-
-// Under a limit (MiB per rank, 0: none) a layout fits when its state and
-// its activations do (the plan models every candidate's: one replica per
-// process).
-bool fits_memory(const LayoutCost& c, double memory_mib) {
-  return memory_mib <= 0 || (c.act_bytes >= 0 &&
-                             double(c.known_bytes()) <= memory_mib * (1 << 20));
-}
-
-// The fastest of `all` (fastest first) that fits `memory_mib`; throws
-// ConfigError naming the smallest layout when none does.
-const LayoutCost& pick_layout(
-    const std::vector<LayoutCost>& all, double memory_mib, int ranks) {
-  for (const LayoutCost& c : all) {
-    if (fits_memory(c, memory_mib))
-      return c;
-  }
-  const auto least = std::min_element(
-      all.begin(), all.end(), [](const LayoutCost& x, const LayoutCost& y) {
-        return x.known_bytes() < y.known_bytes();
-      });
-  throw ConfigError(detail::str_cat(
-      "no layout of ",
-      ranks,
-      " ranks fits --memory-mib ",
-      memory_mib,
-      ": the smallest, ",
-      least->name,
-      ", needs ",
-      least->known_bytes() / 1048576.0,
-      " MiB per rank"));
-}
-
-std::string joined_overrides(const LayoutCost& c) {
-  std::string out;
-  for (const std::string& o : c.overrides)
-    out += (out.empty() ? "" : ",") + o;
-  return out;
-}
 
 // The layouts of `ranks` ranks the config accepts, fastest predicted step
 // first (plan/layout_search.h), and the pick: the fastest whose memory
 // (state and, where modelled, activations) fits --memory-mib.
 int cmd_plan(const PlanArgs& a) {
   const Config base = load_config_args(a.config, "plan");
-  const MachineCost m = machine_cost(a, base, a.ranks, true);
+  const MachineArgs& ma = a.machine;
+  const MachineCost m = machine_cost(ma, base, a.ranks, true);
   int rejected = 0;
-  const std::vector<LayoutCost> all =
-      ranked_layouts(a.config, base, a.ranks, m, &rejected);
-  const std::string hosts = a.ranks_per_host > 0
+  const std::vector<LayoutCost> all = ranked_layouts(
+      a.config.file, a.config.overrides, base, a.ranks, m, &rejected);
+  const std::string hosts = ma.ranks_per_host > 0
                                 ? detail::str_cat(
                                       ", ",
-                                      a.ranks / a.ranks_per_host,
+                                      a.ranks / ma.ranks_per_host,
                                       " hosts of ",
-                                      a.ranks_per_host,
+                                      ma.ranks_per_host,
                                       " ranks linked at alpha ",
-                                      a.host_link_alpha_us,
+                                      ma.host_link_alpha_us,
                                       " us, ",
-                                      a.host_link_gbps,
+                                      ma.host_link_gbps,
                                       " GB/s")
                                 : std::string();
   std::printf(
@@ -398,15 +283,15 @@ int cmd_plan(const PlanArgs& a) {
       to_string(base.model.kind),
       a.ranks,
       m.gflops,
-      a.gflops > 0 ? "--gflops" : "sgemm measured here",
+      ma.gflops > 0 ? "--gflops" : "sgemm measured here",
       to_string(base.optim.name),
       m.update_s_per_param * 1e9,
-      a.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
+      ma.update_ns_per_param > 0 ? "--update-ns-per-param" : "measured here",
       m.ring_extra_forward_s * 1e3,
       m.ring_extra_backward_s * 1e3,
-      a.link_alpha_us,
-      a.link_gbps,
-      a.comm_on_cores ? " on the ranks' cores" : "",
+      ma.link_alpha_us,
+      ma.link_gbps,
+      ma.comm_on_cores ? " on the ranks' cores" : "",
       hosts.c_str(),
       all.size(),
       rejected);
@@ -437,9 +322,9 @@ int cmd_plan(const PlanArgs& a) {
         c.other_comm_s * 1e3,
         c.state_bytes / 1048576.0,
         acts,
-        fits_memory(c, a.memory_mib) ? "" : "  (over --memory-mib)");
+        fits_memory(c, ma.memory_mib) ? "" : "  (over --memory-mib)");
   }
-  const LayoutCost& pick = pick_layout(all, a.memory_mib, a.ranks);
+  const LayoutCost& pick = pick_layout(all, ma.memory_mib, a.ranks);
   // The shown layouts' overrides, one line each (bench/plan.sh runs them).
   // acts_mib: the activation peak per rank, -1 where not modelled.
   for (int i = 0; i < std::min<int>(a.top, static_cast<int>(all.size())); ++i)
@@ -467,7 +352,7 @@ std::set<std::string> override_keys(const std::vector<std::string>& overrides) {
 // --auto-layout of train, verify and bench (`on`), with plan's options.
 struct AutoLayout {
   bool on = false;
-  PlanArgs plan;
+  MachineArgs machine;
 };
 
 // The config of a train, verify or bench job (`subcommand`); under
@@ -483,7 +368,7 @@ Config job_config(
   const Config base = load_config_args(a, subcommand);
   if (!layout.on)
     return base;
-  const PlanArgs& plan = layout.plan;
+  const MachineArgs& machine = layout.machine;
   Job& job = start_world(base, argc, argv);
   const int ranks = g_world_size;
   // What the plan chooses, the overrides must leave to it.
@@ -503,7 +388,7 @@ Config job_config(
         " sets what the plan chooses; drop it, or drop --auto-layout and "
         "give the whole layout");
   }
-  MachineCost m = machine_cost(plan, base, ranks, g_world_rank <= 0);
+  MachineCost m = machine_cost(machine, base, ranks, g_world_rank <= 0);
   double measured[4] = {
       m.gflops,
       m.update_s_per_param,
@@ -516,8 +401,8 @@ Config job_config(
   m.ring_extra_backward_s = measured[3];
   int rejected = 0;
   const std::vector<LayoutCost> all =
-      ranked_layouts(a, base, ranks, m, &rejected);
-  const LayoutCost& pick = pick_layout(all, plan.memory_mib, ranks);
+      ranked_layouts(a.file, a.overrides, base, ranks, m, &rejected);
+  const LayoutCost& pick = pick_layout(all, machine.memory_mib, ranks);
   if (g_world_rank <= 0) {
     std::printf(
         "ndtrain: layout from the plan: %s, predicted %.2f ms per step, the "
@@ -528,15 +413,15 @@ Config job_config(
         pick.step_s * 1e3,
         all.size(),
         ranks,
-        plan.memory_mib > 0
-            ? detail::str_cat(" within ", plan.memory_mib, " MiB per rank")
+        machine.memory_mib > 0
+            ? detail::str_cat(" within ", machine.memory_mib, " MiB per rank")
                   .c_str()
             : "",
         m.gflops,
         m.update_s_per_param * 1e9,
-        plan.link_alpha_us,
-        plan.link_gbps,
-        plan.comm_on_cores ? " on the ranks' cores" : "",
+        machine.link_alpha_us,
+        machine.link_gbps,
+        machine.comm_on_cores ? " on the ranks' cores" : "",
         joined_overrides(pick).c_str());
     std::fflush(stdout);
   }
@@ -659,7 +544,7 @@ int cmd_schedule(
 
 // The plan's options of the machine and the memory limit (plan, and
 // train --auto-layout); returns them.
-std::vector<CLI::Option*> add_machine_options(CLI::App& app, PlanArgs& a) {
+std::vector<CLI::Option*> add_machine_options(CLI::App& app, MachineArgs& a) {
   struct Number {
     const char* name;
     double* value;
@@ -722,7 +607,7 @@ void add_auto_layout(CLI::App& app, AutoLayout& a) {
       a.on,
       "the layout `ndtrain plan` picks for the job's ranks (the options "
       "below as plan's)");
-  for (CLI::Option* o : add_machine_options(app, a.plan))
+  for (CLI::Option* o : add_machine_options(app, a.machine))
     o->needs(flag);
 }
 
@@ -775,7 +660,7 @@ int run(int argc, char** argv) {
   int_option(*plan, "--ranks", plan_args.ranks, 1, "ranks of the job")
       ->required();
   int_option(*plan, "--top", plan_args.top, 1, "layouts to print (10)");
-  add_machine_options(*plan, plan_args);
+  add_machine_options(*plan, plan_args.machine);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

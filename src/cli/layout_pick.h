@@ -1,0 +1,60 @@
+// The layout search's pick as the CLI runs it (ndtrain plan, and train,
+// verify and bench --auto-layout): the machine from the options given and
+// what is measured here, the ranked layouts, and the fastest that fits a
+// memory limit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "plan/layout_search.h"
+
+namespace ndt {
+
+// Options of the plan's machine and the memory limit.
+struct MachineArgs {
+  double memory_mib = 0;           // 0: no limit
+  double gflops = 0;               // 0: measure sgemm here
+  double update_ns_per_param = 0;  // 0: measure the config's optimizer here
+  // This machine's shared memory (bench/comm.sh's link_fit, 2 ranks).
+  double link_alpha_us = 2.0;
+  double link_gbps = 7.5;
+  bool comm_on_cores = false;
+  // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
+  // unless told.
+  int ranks_per_host = 0;
+  double host_link_alpha_us = 30.0;
+  double host_link_gbps = 1.25;
+};
+
+// The plan's machine: the options given, the rest measured here when
+// `measure` (sgemm, the config's optimizer, and the ring core's extra
+// where a candidate of `ranks` ranks would run it), else left 0.
+MachineCost machine_cost(
+    const MachineArgs& a, const Config& base, int ranks, bool measure);
+
+// The layouts of `ranks` ranks that `file` with `overrides` (loaded as
+// `base`) accepts, fastest first; throws ConfigError when there is none.
+std::vector<LayoutCost> ranked_layouts(
+    const std::string& file,
+    const std::vector<std::string>& overrides,
+    const Config& base,
+    int ranks,
+    const MachineCost& m,
+    int* rejected);
+
+// Under a limit (MiB per rank, 0: none) a layout fits when its state and
+// its activations do (the plan models every candidate's: one replica per
+// process).
+bool fits_memory(const LayoutCost& c, double memory_mib);
+
+// The fastest of `all` (fastest first) that fits `memory_mib`; throws
+// ConfigError naming the smallest layout when none does.
+const LayoutCost& pick_layout(
+    const std::vector<LayoutCost>& all, double memory_mib, int ranks);
+
+// The layout's overrides joined by commas.
+std::string joined_overrides(const LayoutCost& c);
+
+}  // namespace ndt

@@ -14,7 +14,11 @@
 namespace ndt {
 
 MachineCost machine_cost(
-    const MachineArgs& a, const Config& base, int ranks, bool measure) {
+    const MachineArgs& a,
+    const Config& base,
+    int ranks,
+    bool measure,
+    const std::vector<int>& hosts) {
   MachineCost m;
   if (measure) {
     ops::set_num_threads(train_threads(base));
@@ -33,14 +37,17 @@ MachineCost machine_cost(
   m.link.beta_s_per_byte = 1e-9 / a.link_gbps;
   m.comm_on_cores = a.comm_on_cores;
   NDT_CHECK(
-      a.ranks_per_host == 0 || ranks % a.ranks_per_host == 0,
+      a.ranks_per_host <= 0 || ranks % a.ranks_per_host == 0,
       ConfigError,
       "--ranks-per-host ",
       a.ranks_per_host,
       " must divide the ranks (",
       ranks,
       "): every host runs as many ranks");
-  m.ranks_per_host = a.ranks_per_host;
+  if (a.ranks_per_host > 0)
+    m.host_of = hosts_in_blocks(ranks, a.ranks_per_host);
+  else if (a.ranks_per_host < 0)
+    m.host_of = hosts;
   m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
   m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
   return m;
@@ -102,6 +109,20 @@ const LayoutCost& pick_layout(
       ", needs ",
       least->known_bytes() / 1048576.0,
       " MiB per rank"));
+}
+
+std::string hosts_clause(const MachineCost& m, const MachineArgs& a) {
+  const std::string hosts = describe_hosts(m.host_of);
+  if (hosts == "one host")
+    return "";
+  return detail::str_cat(
+      ", ",
+      hosts,
+      " linked at alpha ",
+      a.host_link_alpha_us,
+      " us, ",
+      a.host_link_gbps,
+      " GB/s");
 }
 
 std::string joined_overrides(const LayoutCost& c) {

@@ -21,18 +21,24 @@ struct MachineArgs {
   double link_alpha_us = 2.0;
   double link_gbps = 7.5;
   bool comm_on_cores = false;
-  // Hosts of ranks_per_host ranks each (0: one host), linked at 10 Gbit/s
-  // unless told.
-  int ranks_per_host = 0;
+  // Hosts of ranks_per_host ranks each (0: one host; -1, not given: the
+  // hosts machine_cost is handed), linked at 10 Gbit/s unless told.
+  int ranks_per_host = -1;
   double host_link_alpha_us = 30.0;
   double host_link_gbps = 1.25;
 };
 
 // The plan's machine: the options given, the rest measured here when
 // `measure` (sgemm, the config's optimizer, and the ring core's extra
-// where a candidate of `ranks` ranks would run it), else left 0.
+// where a candidate of `ranks` ranks would run it), else left 0. Without
+// --ranks-per-host the ranks are on `hosts` (each rank's host; empty: one
+// host).
 MachineCost machine_cost(
-    const MachineArgs& a, const Config& base, int ranks, bool measure);
+    const MachineArgs& a,
+    const Config& base,
+    int ranks,
+    bool measure,
+    const std::vector<int>& hosts = {});
 
 // The layouts of `ranks` ranks that `file` with `overrides` (loaded as
 // `base`) accepts, fastest first; throws ConfigError when there is none.
@@ -53,6 +59,10 @@ bool fits_memory(const LayoutCost& c, double memory_mib);
 // ConfigError naming the smallest layout when none does.
 const LayoutCost& pick_layout(
     const std::vector<LayoutCost>& all, double memory_mib, int ranks);
+
+// ", 2 hosts of 2 ranks linked at alpha 30 us, 1.25 GB/s" for a machine
+// of several hosts, else empty.
+std::string hosts_clause(const MachineCost& m, const MachineArgs& a);
 
 // The layout's overrides joined by commas.
 std::string joined_overrides(const LayoutCost& c);

@@ -262,18 +262,6 @@ int cmd_plan(const PlanArgs& a) {
   int rejected = 0;
   const std::vector<LayoutCost> all = ranked_layouts(
       a.config.file, a.config.overrides, base, a.ranks, m, &rejected);
-  const std::string hosts = ma.ranks_per_host > 0
-                                ? detail::str_cat(
-                                      ", ",
-                                      a.ranks / ma.ranks_per_host,
-                                      " hosts of ",
-                                      ma.ranks_per_host,
-                                      " ranks linked at alpha ",
-                                      ma.host_link_alpha_us,
-                                      " us, ",
-                                      ma.host_link_gbps,
-                                      " GB/s")
-                                : std::string();
   std::printf(
       "ndtrain plan: %s, %d ranks, %.1f GFLOP/s per rank (%s), %s update "
       "%.3f ns per parameter (%s), ring attention core +%.3f ms forward, "
@@ -292,7 +280,7 @@ int cmd_plan(const PlanArgs& a) {
       ma.link_alpha_us,
       ma.link_gbps,
       ma.comm_on_cores ? " on the ranks' cores" : "",
-      hosts.c_str(),
+      hosts_clause(m, ma).c_str(),
       all.size(),
       rejected);
   std::printf(
@@ -368,9 +356,15 @@ Config job_config(
   const Config base = load_config_args(a, subcommand);
   if (!layout.on)
     return base;
-  const MachineArgs& machine = layout.machine;
   Job& job = start_world(base, argc, argv);
   const int ranks = g_world_size;
+  // The job's hosts, and on one host transfers run on the ranks' cores
+  // (shared memory), unless the options say otherwise.
+  const std::vector<int> hosts =
+      job.mpi ? host_ids(job.mpi->hosts()) : std::vector<int>();
+  MachineArgs machine = layout.machine;
+  if (machine.ranks_per_host < 0 && describe_hosts(hosts) == "one host")
+    machine.comm_on_cores = true;
   // What the plan chooses, the overrides must leave to it.
   std::set<std::string> chosen;
   for (const std::vector<std::string>& l : layout_candidates(base, ranks)) {
@@ -388,7 +382,7 @@ Config job_config(
         " sets what the plan chooses; drop it, or drop --auto-layout and "
         "give the whole layout");
   }
-  MachineCost m = machine_cost(machine, base, ranks, g_world_rank <= 0);
+  MachineCost m = machine_cost(machine, base, ranks, g_world_rank <= 0, hosts);
   double measured[4] = {
       m.gflops,
       m.update_s_per_param,
@@ -407,8 +401,8 @@ Config job_config(
     std::printf(
         "ndtrain: layout from the plan: %s, predicted %.2f ms per step, the "
         "fastest of %zu layouts of %d ranks%s (%.1f GFLOP/s per rank, update "
-        "%.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s); overrides "
-        "%s\n",
+        "%.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s%s); "
+        "overrides %s\n",
         pick.name.c_str(),
         pick.step_s * 1e3,
         all.size(),
@@ -422,6 +416,7 @@ Config job_config(
         machine.link_alpha_us,
         machine.link_gbps,
         machine.comm_on_cores ? " on the ranks' cores" : "",
+        hosts_clause(m, machine).c_str(),
         joined_overrides(pick).c_str());
     std::fflush(stdout);
   }
@@ -596,7 +591,8 @@ std::vector<CLI::Option*> add_machine_options(CLI::App& app, MachineArgs& a) {
       a.ranks_per_host,
       0,
       "ranks fill hosts of this many in rank order; a group on two hosts "
-      "uses the host link (0: one host)"));
+      "uses the host link (0: one host; not given: one host for plan, the "
+      "job's hosts under --auto-layout)"));
   return out;
 }
 

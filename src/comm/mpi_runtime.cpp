@@ -39,7 +39,8 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // Online cores, not this process's affinity: mpirun binds each rank to
   // one core when there are enough of them.
   int ncpu = static_cast<int>(std::thread::hardware_concurrency());
-  // Every rank's host name, for the watchdog's messages.
+  // Every rank's host name, for the watchdog's messages and the layout
+  // search.
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int len = 0;
   NDT_MPI_CHECK(MPI_Get_processor_name(name, &len));
@@ -53,14 +54,13 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
       MPI_MAX_PROCESSOR_NAME,
       MPI_CHAR,
       MPI_COMM_WORLD));
-  std::vector<std::string> hosts;
   for (int r = 0; r < world_size_; ++r) {
     const char* h =
         all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
-    hosts.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+    hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
   }
   progress_ = std::make_shared<detail::MpiProgress>(
-      node_ranks > std::max(ncpu, 1), std::move(hosts));
+      node_ranks > std::max(ncpu, 1), hosts_);
 }
 
 MpiRuntime::~MpiRuntime() {

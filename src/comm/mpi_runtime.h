@@ -7,6 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace ndt {
 
@@ -40,6 +42,10 @@ class MpiRuntime {
   int world_size() const {
     return world_size_;
   }
+  // The host name (MPI_Get_processor_name) of every world rank.
+  const std::vector<std::string>& hosts() const {
+    return hosts_;
+  }
   // A new group over all processes (private duplicates of
   // MPI_COMM_WORLD), named "world". Collective: every rank calls it.
   std::unique_ptr<MpiProcessGroup> world();
@@ -47,6 +53,7 @@ class MpiRuntime {
  private:
   int world_rank_ = 0;
   int world_size_ = 1;
+  std::vector<std::string> hosts_;
   std::shared_ptr<detail::MpiProgress> progress_;
 };
 

@@ -89,19 +89,27 @@ int group_ranks(const std::string& name, const Config& config) {
   return n;
 }
 
-// Whether some group named "a,b,..." has ranks on two hosts when the
-// mesh's ranks fill hosts of ranks_per_host in order (0: one host).
+// Whether some group named "a,b,..." has ranks on two hosts (host_of:
+// each rank's host; empty: one host).
 bool spans_hosts(
-    const std::string& name, const Config& config, int ranks_per_host) {
-  if (ranks_per_host <= 0)
+    const std::string& name,
+    const Config& config,
+    const std::vector<int>& host_of) {
+  if (host_of.empty())
     return false;
   const GroupAxes g = group_axes(name, config);
   int world = 1;
   for (int n : g.sizes)
     world *= n;
+  NDT_ASSERT(
+      static_cast<int>(host_of.size()) == world,
+      "hosts of ",
+      host_of.size(),
+      " ranks for a layout of ",
+      world);
   for (int r = 0; r < world; ++r) {
     for (int peer : mesh_group_ranks(r, g.sizes, g.axes)) {
-      if (peer / ranks_per_host != r / ranks_per_host)
+      if (host_of[peer] != host_of[r])
         return true;
     }
   }
@@ -154,6 +162,51 @@ CommVolume both_ways(CommVolume v) {
 }
 
 }  // namespace
+
+std::vector<int> hosts_in_blocks(int ranks, int per_host) {
+  NDT_ASSERT(per_host > 0, "hosts of ", per_host, " ranks");
+  std::vector<int> out;
+  for (int r = 0; r < ranks; ++r)
+    out.push_back(r / per_host);
+  return out;
+}
+
+std::vector<int> host_ids(const std::vector<std::string>& names) {
+  std::vector<std::string> seen;
+  std::vector<int> out;
+  for (const std::string& n : names) {
+    const auto it = std::find(seen.begin(), seen.end(), n);
+    out.push_back(static_cast<int>(it - seen.begin()));
+    if (it == seen.end())
+      seen.push_back(n);
+  }
+  return out;
+}
+
+std::string describe_hosts(const std::vector<int>& host_of) {
+  const int hosts = host_of.empty()
+                        ? 1
+                        : *std::max_element(host_of.begin(), host_of.end()) + 1;
+  if (hosts == 1)
+    return "one host";
+  const int ranks = static_cast<int>(host_of.size());
+  std::ostringstream out;
+  out << hosts << " hosts";
+  if (ranks % hosts == 0 && host_of == hosts_in_blocks(ranks, ranks / hosts)) {
+    out << " of " << ranks / hosts << " ranks";
+    return out.str();
+  }
+  out << " (ranks";
+  for (int h = 0; h < hosts; ++h) {
+    out << (h ? " |" : "");
+    for (int r = 0; r < ranks; ++r) {
+      if (host_of[r] == h)
+        out << " " << r;
+    }
+  }
+  out << ")";
+  return out.str();
+}
 
 double comm_seconds(const CommVolume& v, int ranks, const LinkCost& link) {
   if (ranks <= 1)
@@ -280,7 +333,7 @@ LayoutCost layout_cost(
   const double forward_share = recompute ? 1.0 / 4 : 1.0 / 3;
   // A group with ranks on two hosts moves at the hosts' link.
   auto link_of = [&](const std::string& group) -> const LinkCost& {
-    return spans_hosts(group, config, m.ranks_per_host) ? m.host_link : m.link;
+    return spans_hosts(group, config, m.host_of) ? m.host_link : m.link;
   };
   const LinkCost& sync_link = link_of(grad_sync_group(config));
   const double window = m.comm_on_cores ? 0
@@ -371,6 +424,13 @@ std::vector<LayoutCost> search_layouts(
     const ModelFlops& flops,
     const MachineCost& m,
     int* rejected) {
+  NDT_CHECK(
+      m.host_of.empty() || static_cast<int>(m.host_of.size()) == ranks,
+      ConfigError,
+      "the hosts place ",
+      m.host_of.size(),
+      " ranks, the layouts have ",
+      ranks);
   const Config base = load_config(yaml_path, overrides);
   std::vector<LayoutCost> out;
   int bad = 0;

@@ -66,8 +66,8 @@
 //              of one host: shared memory, where every transfer is a copy,
 //              and every reduction a sum, by a rank's own core) nothing
 //              overlaps the compute and the sync counts in full too.
-//              With ranks_per_host, a group whose ranks lie on two hosts
-//              (the mesh's rank order, hosts filled in turn) costs at
+//              With host_of, a group whose ranks lie on two hosts (the
+//              mesh's rank order, each rank's host given) costs at
 //              host_link instead (comm_on_cores still holds: on hosts that
 //              share their cores, TCP's processing runs on them too).
 // The largest over the representative ranks (pipeline stages, ZeRO owners)
@@ -102,12 +102,21 @@ struct MachineCost {
   // The link's transfers run on the ranks' own cores (one host, shared
   // memory): communication hides no compute.
   bool comm_on_cores = false;
-  // > 0: the job's ranks fill hosts of this many in rank order (mpirun's
-  // default mapping), and a group with ranks on two hosts communicates at
-  // host_link.
-  int ranks_per_host = 0;
+  // The host of each of the job's ranks (any ids; empty: one host): a
+  // group with ranks on two hosts communicates at host_link.
+  std::vector<int> host_of;
   LinkCost host_link;
 };
+
+// Ranks filling hosts of `per_host` in rank order (mpirun's default
+// mapping): rank r on host r / per_host.
+std::vector<int> hosts_in_blocks(int ranks, int per_host);
+// Host ids of ranks from their host names: each distinct name a host,
+// numbered in order of first appearance.
+std::vector<int> host_ids(const std::vector<std::string>& names);
+// "one host", "2 hosts of 2 ranks" (blocks in rank order), or "2 hosts
+// (ranks 0 2 | 1 3)".
+std::string describe_hosts(const std::vector<int>& host_of);
 
 // The model's training FLOPs per sample (Model::flops_per_sample) and
 // what parallel.recompute=block adds (recompute_flops_per_sample).

@@ -2,9 +2,10 @@
 # train, verify and bench --auto-layout run in the layout `ndtrain plan`
 # picks for the job's ranks, with plan's model of the machine:
 #   - 2 ranks of the verify GPT under 0.9 MiB per rank, machine given:
-#     the pick is plan's (pp=2 over 4 micro-batches, the same overrides as
-#     plan's pick_overrides), verify passes in it and train runs it (its
-#     start-up names the pipeline);
+#     the pick is plan's with --comm-on-cores (all ranks on one host: the
+#     transfers run on their cores): pp=2 over 4 micro-batches, the same
+#     overrides as plan's pick_overrides; verify passes in it and train
+#     runs it (its start-up names the pipeline);
 #   - the machine measured (rank 0 measures, every rank takes its
 #     numbers): train runs and every rank runs the one layout;
 #   - one process: the serial layout, or recompute under 2.5 MiB;
@@ -32,7 +33,7 @@ want() {
   grep -Eq -- "$2" "$1" || { cat "$1"; fail "$1: no line matches '$2'"; }
 }
 
-"$bin" plan "${cfg[@]}" --ranks 2 "${machine[@]}" --memory-mib 0.9 \
+"$bin" plan "${cfg[@]}" --ranks 2 "${machine[@]}" --memory-mib 0.9 --comm-on-cores \
   >"$work/plan.log" 2>&1 || { cat "$work/plan.log"; fail "plan"; }
 pick=$(sed -n 's/^pick_overrides=//p' "$work/plan.log")
 [[ -n $pick ]] || fail "plan printed no pick"
@@ -41,7 +42,7 @@ echo "plan: $pick"
 "${mpi[@]}" "$bin" verify "${cfg[@]}" --auto-layout "${machine[@]}" \
   --memory-mib 0.9 >"$work/verify.log" 2>&1 \
   || { cat "$work/verify.log"; fail "verify --auto-layout exited non-zero"; }
-want "$work/verify.log" "^ndtrain: layout from the plan: pp=2 \(microbatches=4\), predicted 0\.59 ms per step, .* within 0\.9 MiB per rank .*; overrides ${pick//./\\.}$"
+want "$work/verify.log" "^ndtrain: layout from the plan: pp=2 \(microbatches=4\), predicted 0\.59 ms per step, .* within 0\.9 MiB per rank .* on the ranks' cores\); overrides ${pick//./\\.}$"
 want "$work/verify.log" "^verify: PASS"
 echo "verify: $(grep -m1 '^ndtrain: layout from the plan' "$work/verify.log")"
 

@@ -11,7 +11,10 @@
 #      (gradients reduced to and parameters broadcast from owners on both
 #      hosts), stage 2 (reduced every micro-batch, slots shared) and stage
 #      3 (parameters gathered from owners on both hosts), and bytes cross
-#      the hosts' links.
+#      the hosts' links;
+#   4. `ndtrain verify --auto-layout` names the job's hosts as mpirun
+#      placed them (by slot: 2 hosts of 2 ranks; by node: alternating) and
+#      its pick passes.
 # The bed is removed on exit.
 # Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
 set -u
@@ -93,4 +96,17 @@ run_verify gpt_zero2_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
 run_verify gpt_zero3_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
   parallel.dp=4 parallel.zero=3 parallel.bucket_mb=0.01 model.depth=6 \
   parallel.microbatches=2
+
+# 4. --auto-layout sees the job's hosts: by slot two blocks of 2 ranks, by
+# node alternating; the plan's pick passes verify on the bed.
+auto=(-c "$src/configs/verify/gpt.yaml" --auto-layout --gflops 100
+  --update-ns-per-param 1)
+run_verify auto_by_slot -np 4 -- "${auto[@]}"
+grep -q "^ndtrain: layout from the plan: .*, 2 hosts of 2 ranks linked at alpha 30 us, 1.25 GB/s); overrides " \
+  "$work/auto_by_slot.log" || { cat "$work/auto_by_slot.log"; fail "auto_by_slot: hosts"; }
+grep "^ndtrain: layout from the plan" "$work/auto_by_slot.log"
+run_verify auto_by_node --map-by node -np 4 -- "${auto[@]}"
+grep -q "^ndtrain: layout from the plan: .*, 2 hosts (ranks 0 2 | 1 3) linked at alpha 30 us, 1.25 GB/s); overrides " \
+  "$work/auto_by_node.log" || { cat "$work/auto_by_node.log"; fail "auto_by_node: hosts"; }
+grep "^ndtrain: layout from the plan" "$work/auto_by_node.log"
 echo PASS

@@ -314,7 +314,7 @@ TEST(LayoutSearch, GroupsOnTwoHostsUseTheHostLink) {
   MachineCost slow = fast;
   slow.link = {30e-6, 8e-10};
   MachineCost hosts = fast;
-  hosts.ranks_per_host = 2;
+  hosts.host_of = hosts_in_blocks(4, 2);
   hosts.host_link = slow.link;
   const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
   auto at = [&](const MachineCost& m) {
@@ -335,7 +335,7 @@ TEST(LayoutSearch, GroupsOnTwoHostsUseTheHostLink) {
   }
   // One host of 4 ranks is the plain model.
   MachineCost one = fast;
-  one.ranks_per_host = 4;
+  one.host_of = hosts_in_blocks(4, 4);
   one.host_link = slow.link;
   const auto o = at(one);
   ASSERT_EQ(o.size(), f.size());
@@ -358,6 +358,46 @@ TEST(LayoutSearch, GroupsOnTwoHostsUseTheHostLink) {
       full.step_s,
       full.compute_s + full.other_comm_s + full.sync_comm_s,
       1e-12);
+}
+
+// Hosts as mpirun places ranks: by slot (blocks in rank order) or by node
+// (alternating). Alternating, dp=2 x tp=2 puts each tp pair (consecutive
+// ranks) on two hosts and each dp pair on one: the sync at the link
+// within a host, the tensor-parallel traffic at the host link; by slot
+// the other way round.
+TEST(LayoutSearch, EachRanksHostDecidesWhichGroupsCross) {
+  EXPECT_EQ(hosts_in_blocks(4, 2), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(host_ids({"h0", "h1", "h0", "h1"}), (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(host_ids({"b", "b", "a"}), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(describe_hosts({}), "one host");
+  EXPECT_EQ(describe_hosts({0, 0, 0}), "one host");
+  EXPECT_EQ(describe_hosts({0, 0, 1, 1}), "2 hosts of 2 ranks");
+  EXPECT_EQ(describe_hosts({0, 1, 0, 1}), "2 hosts (ranks 0 2 | 1 3)");
+  EXPECT_EQ(describe_hosts({0, 0, 0, 1}), "2 hosts (ranks 0 1 2 | 3)");
+  MachineCost fast;
+  fast.gflops = 100;
+  fast.link = {2e-6, 1e-10};
+  fast.host_link = {30e-6, 8e-10};
+  MachineCost by_slot = fast, by_node = fast, slow = fast;
+  by_slot.host_of = {0, 0, 1, 1};
+  by_node.host_of = {0, 1, 0, 1};
+  slow.link = fast.host_link;
+  const std::vector<std::string> buckets = {"parallel.bucket_mb=0.01"};
+  auto at = [&](const MachineCost& m) {
+    return search_layouts(kGpt, buckets, 4, {1e9}, m, nullptr);
+  };
+  const auto f = at(fast), s = at(slow), slot = at(by_slot), node = at(by_node);
+  const std::string mixed = "dp=2 tp=2 (1d)";
+  EXPECT_DOUBLE_EQ(find(slot, mixed).sync_comm_s, find(s, mixed).sync_comm_s);
+  EXPECT_DOUBLE_EQ(find(node, mixed).sync_comm_s, find(f, mixed).sync_comm_s);
+  EXPECT_DOUBLE_EQ(
+      find(slot, mixed).other_comm_s - find(f, mixed).other_comm_s,
+      find(s, mixed).other_comm_s - find(node, mixed).other_comm_s);
+  EXPECT_GT(find(node, mixed).other_comm_s, find(slot, mixed).other_comm_s);
+  // A host list of another size than the layout's ranks is refused.
+  MachineCost three = fast;
+  three.host_of = {0, 0, 1};
+  EXPECT_THROW(at(three), ConfigError);
 }
 
 // Sequence parallelism's ring core costs each rank its share of the

@@ -383,16 +383,37 @@ Config job_config(
         "give the whole layout");
   }
   MachineCost m = machine_cost(machine, base, ranks, g_world_rank <= 0, hosts);
-  double measured[4] = {
+  // Rank 0 measured with the other ranks idle: where its host runs more
+  // ranks' threads than it has cores, each rank gets its share of them.
+  const int on_host0 =
+      hosts.empty()
+          ? 1
+          : static_cast<int>(std::count(hosts.begin(), hosts.end(), 0));
+  const int threads = train_threads(base) * on_host0;
+  const int cores =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  double share = 0;
+  if (g_world_rank <= 0) {
+    share = std::min(1.0, double(cores) / threads);
+    if (machine.gflops <= 0)
+      m.gflops *= share;
+    if (machine.update_ns_per_param <= 0)
+      m.update_s_per_param /= share;
+    m.ring_extra_forward_s /= share;
+    m.ring_extra_backward_s /= share;
+  }
+  double measured[5] = {
       m.gflops,
       m.update_s_per_param,
       m.ring_extra_forward_s,
-      m.ring_extra_backward_s};
-  job.world->all_reduce(measured, 4);  // rank 0's: the others hold 0
+      m.ring_extra_backward_s,
+      share};
+  job.world->all_reduce(measured, 5);  // rank 0's: the others hold 0
   m.gflops = measured[0];
   m.update_s_per_param = measured[1];
   m.ring_extra_forward_s = measured[2];
   m.ring_extra_backward_s = measured[3];
+  share = measured[4];
   int rejected = 0;
   const std::vector<LayoutCost> all =
       ranked_layouts(a.file, a.overrides, base, ranks, m, &rejected);
@@ -400,8 +421,8 @@ Config job_config(
   if (g_world_rank <= 0) {
     std::printf(
         "ndtrain: layout from the plan: %s, predicted %.2f ms per step, the "
-        "fastest of %zu layouts of %d ranks%s (%.1f GFLOP/s per rank, update "
-        "%.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s%s); "
+        "fastest of %zu layouts of %d ranks%s (%.1f GFLOP/s per rank%s, "
+        "update %.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s%s); "
         "overrides %s\n",
         pick.name.c_str(),
         pick.step_s * 1e3,
@@ -412,6 +433,16 @@ Config job_config(
                   .c_str()
             : "",
         m.gflops,
+        share < 1 && machine.gflops <= 0 ? detail::str_cat(
+                                               " (measured: ",
+                                               threads,
+                                               " threads of ",
+                                               on_host0,
+                                               " ranks share ",
+                                               cores,
+                                               " cores)")
+                                               .c_str()
+                                         : "",
         m.update_s_per_param * 1e9,
         machine.link_alpha_us,
         machine.link_gbps,
@@ -717,10 +748,11 @@ int fail(const char* raw) {
   if (ndt::g_world_size == 1 && ndt::launcher_rank() > 0) {
     // An error before MPI started (a bad config) is the same on every
     // rank: rank 0 reports it and its exit ends the job. Ending at once
-    // here could end the job before rank 0 has printed; after the wait, a
-    // rank whose error rank 0 did not share (a file only its host lacks)
+    // here could end the job before rank 0 has printed; the wait outlasts
+    // mpirun's stopping of the others (about 1.2 s), and after it a rank
+    // whose error rank 0 did not share (a file only its host lacks)
     // reports its own.
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::this_thread::sleep_for(std::chrono::seconds(5));
     std::fprintf(stderr, "[rank %d] error: %s\n", ndt::launcher_rank(), what);
     return 1;
   }

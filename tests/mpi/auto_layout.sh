@@ -7,7 +7,8 @@
 #     overrides as plan's pick_overrides; verify passes in it and train
 #     runs it (its start-up names the pipeline);
 #   - the machine measured (rank 0 measures, every rank takes its
-#     numbers): train runs and every rank runs the one layout;
+#     numbers): train runs and every rank runs the one layout; at 4 ranks
+#     on fewer cores the measured rate is each rank's share of them;
 #   - one process: the serial layout, or recompute under 2.5 MiB;
 #   - errors: an override of what the plan chooses, a limit no layout
 #     fits, a machine option without --auto-layout.
@@ -60,6 +61,20 @@ want "$work/train.log" "^step 3/3 "
 want "$work/measured.log" "^ndtrain: layout from the plan: .* of [0-9]+ layouts of 2 ranks \([0-9.]+ GFLOP/s per rank"
 want "$work/measured.log" "^step 3/3 "
 echo "measured: $(grep -m1 '^ndtrain: layout from the plan' "$work/measured.log")"
+
+# 4 ranks of 1 thread: where they outnumber the cores, rank 0's measured
+# rate is cut to each rank's share of them.
+mpirun --oversubscribe --bind-to none -np 4 "$bin" train "${cfg[@]}" \
+  "${run[@]}" run.dir="$work/four" --auto-layout >"$work/four.log" 2>&1 \
+  || { cat "$work/four.log"; fail "train --auto-layout, 4 ranks"; }
+want "$work/four.log" "^step 3/3 "
+cores=$(nproc)
+if ((cores < 4)); then
+  want "$work/four.log" "GFLOP/s per rank \(measured: 4 threads of 4 ranks share $cores cores\)"
+elif grep -q "measured: .* share" "$work/four.log"; then
+  fail "four: $cores cores are not shared by 4 ranks"
+fi
+echo "four: $(grep -m1 '^ndtrain: layout from the plan' "$work/four.log")"
 
 "$bin" verify "${cfg[@]}" --auto-layout "${machine[@]}" \
   >"$work/one.log" 2>&1 || { cat "$work/one.log"; fail "one process"; }

@@ -12,9 +12,9 @@
 #      hosts), stage 2 (reduced every micro-batch, slots shared) and stage
 #      3 (parameters gathered from owners on both hosts), and bytes cross
 #      the hosts' links;
-#   4. `ndtrain verify --auto-layout` names the job's hosts as mpirun
+#   4. `ndtrain train --auto-layout` names the job's hosts as mpirun
 #      placed them (by slot: 2 hosts of 2 ranks; by node: alternating) and
-#      its pick passes.
+#      trains in its pick.
 # The bed is removed on exit.
 # Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
 set -u
@@ -98,15 +98,22 @@ run_verify gpt_zero3_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
   parallel.microbatches=2
 
 # 4. --auto-layout sees the job's hosts: by slot two blocks of 2 ranks, by
-# node alternating; the plan's pick passes verify on the bed.
-auto=(-c "$src/configs/verify/gpt.yaml" --auto-layout --gflops 100
+# node alternating; the job trains in the plan's pick.
+auto=(-c "$src/configs/verify/gpt.yaml" train.steps=3 train.eval_every=0
+  train.checkpoint_every=0 train.eval_samples=16 --auto-layout --gflops 100
   --update-ns-per-param 1)
-run_verify auto_by_slot -np 4 -- "${auto[@]}"
-grep -q "^ndtrain: layout from the plan: .*, 2 hosts of 2 ranks linked at alpha 30 us, 1.25 GB/s); overrides " \
-  "$work/auto_by_slot.log" || { cat "$work/auto_by_slot.log"; fail "auto_by_slot: hosts"; }
-grep "^ndtrain: layout from the plan" "$work/auto_by_slot.log"
-run_verify auto_by_node --map-by node -np 4 -- "${auto[@]}"
-grep -q "^ndtrain: layout from the plan: .*, 2 hosts (ranks 0 2 | 1 3) linked at alpha 30 us, 1.25 GB/s); overrides " \
-  "$work/auto_by_node.log" || { cat "$work/auto_by_node.log"; fail "auto_by_node: hosts"; }
-grep "^ndtrain: layout from the plan" "$work/auto_by_node.log"
+auto_hosts() {  # auto_hosts NAME HOSTS MPIRUN_ARGS...
+  local name=$1 hosts=$2 rc
+  shift 2
+  timeout 300 "${bed_mpirun[@]}" "$@" -np 4 "$bin" train "${auto[@]}" \
+    run.dir="$work/$name" > "$work/$name.log" 2>&1
+  rc=$?
+  ((rc == 0)) || { cat "$work/$name.log"; fail "$name: exit code $rc"; }
+  grep -qF ", $hosts linked at alpha 30 us, 1.25 GB/s); overrides " \
+    "$work/$name.log" || { cat "$work/$name.log"; fail "$name: not $hosts"; }
+  grep -q "^step 3/3 " "$work/$name.log" || { cat "$work/$name.log"; fail "$name: no step 3"; }
+  grep "^ndtrain: layout from the plan" "$work/$name.log"
+}
+auto_hosts auto_by_slot "2 hosts of 2 ranks"
+auto_hosts auto_by_node "2 hosts (ranks 0 2 | 1 3)" --map-by node
 echo PASS

@@ -343,6 +343,59 @@ struct AutoLayout {
   MachineArgs machine;
 };
 
+// The plan's machine for a job of `world`'s ranks on `hosts`: rank 0
+// measures what the options leave out while the other ranks wait, and
+// every rank takes its numbers. Where rank 0's host runs more ranks'
+// threads than it has cores, the measured rates are cut to each rank's
+// share; `shared_cores` (rank 0) then says so.
+MachineCost agreed_machine(
+    const MachineArgs& machine,
+    const Config& base,
+    const std::vector<int>& hosts,
+    ProcessGroup& world,
+    std::string* shared_cores) {
+  const int ranks = world.size();
+  MachineCost m = machine_cost(machine, base, ranks, world.rank() == 0, hosts);
+  const int on_host0 =
+      hosts.empty()
+          ? 1
+          : static_cast<int>(std::count(hosts.begin(), hosts.end(), 0));
+  const int threads = train_threads(base) * on_host0;
+  const int cores =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  double share = 0;
+  if (world.rank() == 0) {
+    share = std::min(1.0, double(cores) / threads);
+    if (machine.gflops <= 0)
+      m.gflops *= share;
+    if (machine.update_ns_per_param <= 0)
+      m.update_s_per_param /= share;
+    m.ring_extra_forward_s /= share;
+    m.ring_extra_backward_s /= share;
+    if (share < 1 && machine.gflops <= 0) {
+      *shared_cores = detail::str_cat(
+          " (measured: ",
+          threads,
+          " threads of ",
+          on_host0,
+          " ranks share ",
+          cores,
+          " cores)");
+    }
+  }
+  double measured[4] = {
+      m.gflops,
+      m.update_s_per_param,
+      m.ring_extra_forward_s,
+      m.ring_extra_backward_s};
+  world.all_reduce(measured, 4);  // rank 0's: the others hold 0
+  m.gflops = measured[0];
+  m.update_s_per_param = measured[1];
+  m.ring_extra_forward_s = measured[2];
+  m.ring_extra_backward_s = measured[3];
+  return m;
+}
+
 // The config of a train, verify or bench job (`subcommand`); under
 // --auto-layout with the plan's pick for the job's ranks (cmd_plan's
 // search and pick), for which rank 0 measures the machine and every rank
@@ -382,38 +435,9 @@ Config job_config(
         " sets what the plan chooses; drop it, or drop --auto-layout and "
         "give the whole layout");
   }
-  MachineCost m = machine_cost(machine, base, ranks, g_world_rank <= 0, hosts);
-  // Rank 0 measured with the other ranks idle: where its host runs more
-  // ranks' threads than it has cores, each rank gets its share of them.
-  const int on_host0 =
-      hosts.empty()
-          ? 1
-          : static_cast<int>(std::count(hosts.begin(), hosts.end(), 0));
-  const int threads = train_threads(base) * on_host0;
-  const int cores =
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  double share = 0;
-  if (g_world_rank <= 0) {
-    share = std::min(1.0, double(cores) / threads);
-    if (machine.gflops <= 0)
-      m.gflops *= share;
-    if (machine.update_ns_per_param <= 0)
-      m.update_s_per_param /= share;
-    m.ring_extra_forward_s /= share;
-    m.ring_extra_backward_s /= share;
-  }
-  double measured[5] = {
-      m.gflops,
-      m.update_s_per_param,
-      m.ring_extra_forward_s,
-      m.ring_extra_backward_s,
-      share};
-  job.world->all_reduce(measured, 5);  // rank 0's: the others hold 0
-  m.gflops = measured[0];
-  m.update_s_per_param = measured[1];
-  m.ring_extra_forward_s = measured[2];
-  m.ring_extra_backward_s = measured[3];
-  share = measured[4];
+  std::string shared_cores;
+  const MachineCost m =
+      agreed_machine(machine, base, hosts, *job.world, &shared_cores);
   int rejected = 0;
   const std::vector<LayoutCost> all =
       ranked_layouts(a.file, a.overrides, base, ranks, m, &rejected);
@@ -433,16 +457,7 @@ Config job_config(
                   .c_str()
             : "",
         m.gflops,
-        share < 1 && machine.gflops <= 0 ? detail::str_cat(
-                                               " (measured: ",
-                                               threads,
-                                               " threads of ",
-                                               on_host0,
-                                               " ranks share ",
-                                               cores,
-                                               " cores)")
-                                               .c_str()
-                                         : "",
+        shared_cores.c_str(),
         m.update_s_per_param * 1e9,
         machine.link_alpha_us,
         machine.link_gbps,

@@ -112,12 +112,11 @@ const LayoutCost& pick_layout(
 }
 
 std::string hosts_clause(const MachineCost& m, const MachineArgs& a) {
-  const std::string hosts = describe_hosts(m.host_of);
-  if (hosts == "one host")
+  if (host_count(m.host_of) == 1)
     return "";
   return detail::str_cat(
       ", ",
-      hosts,
+      describe_hosts(m.host_of),
       " linked at alpha ",
       a.host_link_alpha_us,
       " us, ",

@@ -162,23 +162,23 @@ bool launched_by_mpi() {
 // a stuck peer forever). main() finalises on success.
 std::optional<Job> g_job;
 
-// Starts MPI when a launcher started this process (once) and makes the
-// world group, timed out per config.comm.timeout_s.
+// Starts MPI when a launcher started this process and makes the world
+// group (once), timed out per config.comm.timeout_s.
 Job& start_world(const Config& config, int* argc, char*** argv) {
   Job& job = g_job ? *g_job : g_job.emplace();
-  if (job.world)
-    return job;
-  if (launched_by_mpi()) {
-    job.mpi = std::make_unique<MpiRuntime>(argc, argv);
-    g_world_rank = job.mpi->world_rank();
-    g_world_size = job.mpi->world_size();
-    if (g_world_size > 1)
-      install_termination_report(g_world_rank);
-  }
-  if (g_world_size > 1) {
-    job.world = job.mpi->world();
-  } else {
-    job.world = make_self_group("world");
+  if (!job.world) {
+    if (launched_by_mpi()) {
+      job.mpi = std::make_unique<MpiRuntime>(argc, argv);
+      g_world_rank = job.mpi->world_rank();
+      g_world_size = job.mpi->world_size();
+      if (g_world_size > 1)
+        install_termination_report(g_world_rank);
+    }
+    if (g_world_size > 1) {
+      job.world = job.mpi->world();
+    } else {
+      job.world = make_self_group("world");
+    }
   }
   job.world->set_timeout_s(config.comm.timeout_s);
   return job;
@@ -213,7 +213,6 @@ Job& start_job(const Config& config, int* argc, char*** argv) {
       "; run mpirun -np ",
       want,
       " ndtrain ... or change the layout");
-  job.world->set_timeout_s(config.comm.timeout_s);
   memory_set_cap(
       static_cast<int64_t>(double(config.train.mem_cap_mb) * (1 << 20)));
   job.mesh = std::make_unique<Mesh>(*job.world, sizes, names);
@@ -416,7 +415,7 @@ Config job_config(
   const std::vector<int> hosts =
       job.mpi ? host_ids(job.mpi->hosts()) : std::vector<int>();
   MachineArgs machine = layout.machine;
-  if (machine.ranks_per_host < 0 && describe_hosts(hosts) == "one host")
+  if (machine.ranks_per_host < 0 && host_count(hosts) == 1)
     machine.comm_on_cores = true;
   // What the plan chooses, the overrides must leave to it.
   std::set<std::string> chosen;

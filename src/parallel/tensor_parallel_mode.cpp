@@ -45,6 +45,36 @@ class NoTensorParallel final : public TensorParallelMode {
   }
 };
 
+// 1D's sequence-split regions split `batch`'s tokens (`samples` samples
+// of `tokens` tokens) over the tp ranks; under sequence parallelism each
+// sp rank's tokens (an uneven sp split is sequence_parallel.h's error).
+void check_token_split(
+    int tp, int sp, int64_t tokens, int64_t samples, const char* batch) {
+  const bool split = sp > 1 && tokens % sp == 0;
+  const int64_t T = split ? tokens / sp : tokens;
+  NDT_CHECK(
+      samples * T % tp == 0,
+      ConfigError,
+      "parallel.tp_seq splits ",
+      batch,
+      " tokens",
+      split ? " on a sequence-parallel rank" : "",
+      " over parallel.tp (",
+      tp,
+      ") ranks: ",
+      samples,
+      " samples x ",
+      T,
+      " tokens",
+      split ? " (" + std::to_string(tokens) + " / parallel.sp " +
+                  std::to_string(sp) + ")"
+            : "",
+      " = ",
+      samples * T,
+      " is not divisible by ",
+      tp);
+}
+
 // 1D: every split the layers make must be exact.
 void check_tp1d(const Config& c) {
   const ParallelConfig& p = c.parallel;
@@ -90,31 +120,8 @@ void check_tp1d(const Config& c) {
         "padding is done)");
   }
   if (p.tp_seq) {
-    // Under sequence parallelism the split cuts each sp rank's tokens (an
-    // uneven sp split is sequence_parallel.h's error).
-    const int64_t T_all = model_tokens(m);
-    const bool sp = p.sp > 1 && T_all % p.sp == 0;
-    const int64_t T = sp ? T_all / p.sp : T_all;
-    const int64_t micro = micro_batch_size(c);
-    NDT_CHECK(
-        micro * T % p.tp == 0,
-        ConfigError,
-        "parallel.tp_seq splits each micro-batch's tokens",
-        sp ? " on a sequence-parallel rank" : "",
-        " over parallel.tp (",
-        p.tp,
-        ") ranks: ",
-        micro,
-        " samples x ",
-        T,
-        " tokens",
-        sp ? " (" + std::to_string(T_all) + " / parallel.sp " +
-                 std::to_string(p.sp) + ")"
-           : "",
-        " = ",
-        micro * T,
-        " is not divisible by ",
-        p.tp);
+    check_token_split(
+        p.tp, p.sp, model_tokens(m), micro_batch_size(c), "each micro-batch's");
   }
 }
 
@@ -124,7 +131,7 @@ class Tp1d final : public TensorParallelMode {
       : tp_(c.parallel.tp),
         token_split_(c.parallel.tp_seq),
         tokens_(model_tokens(c.model)),
-        split_tokens_(c.parallel.sp > 1 ? tokens_ / c.parallel.sp : tokens_) {
+        sp_(c.parallel.sp) {
     check_tp1d(c);
   }
   std::vector<MeshAxis> axes() const override {
@@ -146,21 +153,10 @@ class Tp1d final : public TensorParallelMode {
     return {shape_numel(global) / C / tp_, C};
   }
   // Every rank computes on all n samples; with sequence-split regions
-  // their tokens (a sequence-parallel rank's) split over the tp ranks.
+  // their tokens split over the tp ranks.
   SampleRows sample_rows(const Mesh&, int64_t n) const override {
-    NDT_CHECK(
-        !token_split_ || n * split_tokens_ % tp_ == 0,
-        ConfigError,
-        "parallel.tp_seq splits a batch's tokens over parallel.tp (",
-        tp_,
-        ") ranks: ",
-        n,
-        " samples x ",
-        split_tokens_,
-        " tokens = ",
-        n * split_tokens_,
-        " is not divisible by ",
-        tp_);
+    if (token_split_)
+      check_token_split(tp_, sp_, tokens_, n, "a batch's");
     return {0, n};
   }
 
@@ -168,7 +164,7 @@ class Tp1d final : public TensorParallelMode {
   int tp_;
   bool token_split_;
   int64_t tokens_;
-  int64_t split_tokens_;  // a sample's tokens on this rank's sp share
+  int sp_;
 };
 
 // The grid side q of parallel.tp = q^2 (0 when tp is not such a square).

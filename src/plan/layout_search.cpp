@@ -183,10 +183,14 @@ std::vector<int> host_ids(const std::vector<std::string>& names) {
   return out;
 }
 
+int host_count(const std::vector<int>& host_of) {
+  return host_of.empty()
+             ? 1
+             : *std::max_element(host_of.begin(), host_of.end()) + 1;
+}
+
 std::string describe_hosts(const std::vector<int>& host_of) {
-  const int hosts = host_of.empty()
-                        ? 1
-                        : *std::max_element(host_of.begin(), host_of.end()) + 1;
+  const int hosts = host_count(host_of);
   if (hosts == 1)
     return "one host";
   const int ranks = static_cast<int>(host_of.size());

@@ -114,6 +114,8 @@ std::vector<int> hosts_in_blocks(int ranks, int per_host);
 // Host ids of ranks from their host names: each distinct name a host,
 // numbered in order of first appearance.
 std::vector<int> host_ids(const std::vector<std::string>& names);
+// Hosts in host_of (empty: one host).
+int host_count(const std::vector<int>& host_of);
 // "one host", "2 hosts of 2 ranks" (blocks in rank order), or "2 hosts
 // (ranks 0 2 | 1 3)".
 std::string describe_hosts(const std::vector<int>& host_of);

@@ -369,6 +369,8 @@ TEST(LayoutSearch, EachRanksHostDecidesWhichGroupsCross) {
   EXPECT_EQ(hosts_in_blocks(4, 2), (std::vector<int>{0, 0, 1, 1}));
   EXPECT_EQ(host_ids({"h0", "h1", "h0", "h1"}), (std::vector<int>{0, 1, 0, 1}));
   EXPECT_EQ(host_ids({"b", "b", "a"}), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(host_count({}), 1);
+  EXPECT_EQ(host_count({0, 1, 0, 1}), 2);
   EXPECT_EQ(describe_hosts({}), "one host");
   EXPECT_EQ(describe_hosts({0, 0, 0}), "one host");
   EXPECT_EQ(describe_hosts({0, 0, 1, 1}), "2 hosts of 2 ranks");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <ostream>
 #include <set>
+#include <thread>
 
 #include "base/check.h"
 #include "comm/process_group.h"
@@ -133,21 +134,23 @@ class Comparison {
   }
 
   // This rank's sums; `serial[i]` is the serial tensor of parameter i,
-  // `grads` selects the layout parameters' gradients instead of values.
-  // `partition`: the `held` lists of the replicas partition the parameters
-  // (ZeRO's gradients, each held by the rank that updates it), so
+  // `mine[j]` the layout's tensor of parameter held[j] (its gradient, or
+  // its value). `partition`: the `held` lists of the replicas partition
+  // the parameters (ZeRO's, each held by the rank that updates it), so
   // copies exist only over the tensor-parallel axes.
   std::vector<double> local(
       const std::vector<Tensor>& serial,
       const std::vector<Parameter*>& held,
-      bool grads,
+      const std::vector<Tensor>& mine,
       bool partition = false) const {
+    NDT_ASSERT(mine.size() == held.size(), "one tensor per held parameter");
     std::vector<double> s(size_t(size()) * kSums + 1, 0.0);
     for (size_t i = 0; i < serial.size(); ++i) {
       if (!all_finite(serial[i]))
         s[i * kSums + kBadSerial] = 1;
     }
-    for (Parameter* p : held) {
+    for (size_t j = 0; j < held.size(); ++j) {
+      const Parameter* p = held[j];
       auto it = index_.find(p->name);
       if (it == index_.end()) {
         if (reported_.insert(p->name).second) {
@@ -160,17 +163,16 @@ class Comparison {
       }
       const size_t i = static_cast<size_t>(it->second);
       double* v = &s[i * kSums];
-      const Tensor& mine = grads ? p->grad : p->value;
       if (p->layout.global_shape != shapes_[i] ||
-          mine.shape() != p->layout.local_shape()) {
+          mine[j].shape() != p->layout.local_shape()) {
         v[kShapeMismatch] = 1;
         continue;
       }
-      if (!all_finite(mine))
+      if (!all_finite(mine[j]))
         v[kBadLayout] = 1;
       const Tensor ref = p->layout.take_local(serial[i]);
       const float* x = ref.data();
-      const float* y = mine.data();
+      const float* y = mine[j].data();
       for (int64_t j = 0; j < ref.numel(); ++j) {
         const double d = double(y[j]) - x[j];
         v[kDiff2] += d * d;
@@ -206,17 +208,21 @@ double tensor_rel(const std::vector<double>& s, int i) {
   return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
 }
 
-std::vector<Tensor> values_of(Model& m) {
+// The values, or gradients, of `params`: the tensors themselves, or
+// copies (`copy`) that later steps leave as they are.
+std::vector<Tensor> values_of(
+    const std::vector<Parameter*>& params, bool copy = false) {
   std::vector<Tensor> out;
-  for (Parameter* p : m.parameters())
-    out.push_back(p->value);
+  for (Parameter* p : params)
+    out.push_back(copy ? p->value.clone(MemTag::kOther) : p->value);
   return out;
 }
 
-std::vector<Tensor> grads_of(Model& m) {
+std::vector<Tensor> grads_of(
+    const std::vector<Parameter*>& params, bool copy = false) {
   std::vector<Tensor> out;
-  for (Parameter* p : m.parameters())
-    out.push_back(p->grad.clone(MemTag::kGrads));
+  for (Parameter* p : params)
+    out.push_back(copy ? p->grad.clone(MemTag::kOther) : p->grad);
   return out;
 }
 
@@ -275,6 +281,74 @@ std::string sides(bool serial_bad, bool layout_bad) {
                                   : "layout";
 }
 
+// The larger of a and b; NaN when either is.
+double worse(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+}
+
+// Per entry, the worst over `runs` consecutive blocks of `per` entries
+// each (one block per floor run).
+std::vector<double> worst_of_runs(const double* v, int runs, int per) {
+  std::vector<double> out(size_t(per), 0.0);
+  for (int k = 0; k < runs; ++k) {
+    for (int i = 0; i < per; ++i)
+      out[i] = worse(out[i], v[size_t(k) * per + i]);
+  }
+  return out;
+}
+
+// Rank 0's values of xs on every rank of `world` (the other ranks add
+// zeros to an all-reduce; x + 0 keeps NaN and infinities).
+void share_from_rank0(ProcessGroup& world, const std::vector<double*>& xs) {
+  std::vector<double> v(xs.size(), 0.0);
+  if (world.rank() == 0) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      v[i] = *xs[i];
+  }
+  world.all_reduce(v.data(), static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < xs.size(); ++i)
+    *xs[i] = v[i];
+}
+
+// The serial run's step on every rank of `world`: rank 0 stepped it and
+// sends its gradients (`grads`, before the update) and the updated values
+// of `serial`'s parameters in one broadcast, and the step's loss and
+// gradient norm. The other ranks' serial model never steps; it holds rank
+// 0's values.
+void share_serial_step(
+    Model& serial,
+    std::vector<Tensor>& grads,
+    StepResult& r,
+    ProcessGroup& world) {
+  if (world.size() == 1)
+    return;
+  const std::vector<Parameter*> params = serial.parameters();
+  std::vector<Tensor*> tensors;
+  int64_t total = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (Tensor* t : {&grads[i], &params[i]->value}) {
+      tensors.push_back(t);
+      total += t->numel();
+    }
+  }
+  std::vector<float> flat(static_cast<size_t>(total));
+  const bool root = world.rank() == 0;
+  float* at = flat.data();
+  for (Tensor* t : tensors) {
+    if (root)
+      std::copy(t->data(), t->data() + t->numel(), at);
+    at += t->numel();
+  }
+  world.broadcast(flat.data(), total, 0);
+  at = flat.data();
+  for (Tensor* t : tensors) {
+    if (!root)
+      std::copy(at, at + t->numel(), t->data());
+    at += t->numel();
+  }
+  share_from_rank0(world, {&r.loss, &r.grad_norm});
+}
+
 std::string fmt(const char* f, double a) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
@@ -302,7 +376,12 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
                  std::to_string(c.parallel.microbatches);
   }
   const int64_t steps = std::min(config.verify.steps, config.train.steps);
-  const bool floor_rank = mesh.rank() == 0;
+  // The serial run steps on rank 0 only and shares its results
+  // (share_serial_step); floor run k on rank (k + 1) mod the job's size, so
+  // that the floors run beside each other and the serial run.
+  const int ranks = mesh.world().size();
+  const bool serial_rank = mesh.rank() == 0;
+  const int nfloors = static_cast<int>(floor_cfgs.size());
 
   DataSource data(config);
   std::vector<std::string> serial_axes;
@@ -310,10 +389,13 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     serial_axes.push_back(a.name);
   SingleRankMesh ref_mesh(serial_axes), floor_mesh(serial_axes);
   Engine ref(serial, data, ref_mesh.mesh());
-  std::vector<std::unique_ptr<Engine>> floors;
-  if (floor_rank) {
-    for (const Config& c : floor_cfgs)
-      floors.push_back(std::make_unique<Engine>(c, data, floor_mesh.mesh()));
+  // floors[k]: floor run k where this rank runs it, else null.
+  std::vector<std::unique_ptr<Engine>> floors(floor_cfgs.size());
+  for (int k = 0; k < nfloors; ++k) {
+    if ((k + 1) % ranks == mesh.rank()) {
+      floors[k] =
+          std::make_unique<Engine>(floor_cfgs[k], data, floor_mesh.mesh());
+    }
   }
   Engine par(layout, data, mesh);
 
@@ -335,63 +417,88 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   const Comparison cmp(ref.model().parameters(), par, mesh);
   const int n = cmp.size();
   const size_t m = size_t(n) * kSums + 1;
-  std::vector<Tensor> grads_ref;
+  // Under ZeRO a gradient is final on the rank that updates it only, and
+  // the values of the others may still be on their way into the next
+  // forward (stages 1 and 2; stage 3 holds no others): each rank compares
+  // the parameters it updates.
+  const bool sharded = par.ddp() && par.ddp()->shards_optimizer();
+  const std::vector<Parameter*> compared =
+      sharded ? par.optimizer().parameters() : par.model().parameters();
+
+  // The layout trains its steps back to back, as in training, with no
+  // communication of the comparison between them (a collective there
+  // could complete transfers a step started and the next one must wait
+  // for); each rank keeps copies of what it compares.
+  struct LayoutStep {
+    StepResult result;
+    std::vector<Tensor> grads;   // before the optimizer step
+    std::vector<Tensor> values;  // after it
+  };
+  std::vector<LayoutStep> layout_steps(static_cast<size_t>(steps));
+  LayoutStep* current = nullptr;
+  par.on_grads_ready = [&] { current->grads = grads_of(compared, true); };
+  for (int64_t s = 0; s < steps; ++s) {
+    if (s > 0) {
+      // Ranks start the step one after another (in rank order, then in
+      // reverse), so that a rank reading another's transfer without
+      // waiting for it reads before it arrives.
+      const int r = s % 2 == 1 ? mesh.rank() : ranks - 1 - mesh.rank();
+      std::this_thread::sleep_for(r * kVerifyStagger);
+    }
+    current = &layout_steps[size_t(s)];
+    current->result = par.step(s);
+    NDT_ASSERT(
+        current->grads.size() == compared.size(),
+        "the layout's gradients were not seen before the optimizer step");
+    current->values = values_of(compared, true);
+  }
+  par.on_grads_ready = nullptr;
+
+  // The serial run, step by step against the layout's.
+  // The serial gradients of the step: rank 0's, on every rank.
+  std::vector<Tensor> grads_ref = grads_of(ref.model().parameters(), true);
   std::vector<double> grad_sums, value_sums, floor_grad_sums;
   int64_t compared_elements = 0;
   bool stopped = false;
-
-  ref.on_grads_ready = [&] { grads_ref = grads_of(ref.model()); };
-  // Under ZeRO a gradient is final on the rank that updates it
-  // only: each rank compares those.
-  const bool sharded = par.ddp() && par.ddp()->shards_optimizer();
-  par.on_grads_ready = [&] {
-    if (sharded) {
-      grad_sums =
-          cmp.local(grads_ref, par.optimizer().parameters(), true, true);
-    } else {
-      grad_sums = cmp.local(grads_ref, par.model().parameters(), true);
-    }
+  ref.on_grads_ready = [&] {
+    grads_ref = grads_of(ref.model().parameters(), true);
   };
   for (std::unique_ptr<Engine>& floor : floors) {
     Engine* e = floor.get();
+    if (e == nullptr)
+      continue;
     e->on_grads_ready = [&, e] {
-      floor_grad_sums = cmp.local(grads_ref, e->model().parameters(), true);
+      const std::vector<Parameter*> params = e->model().parameters();
+      floor_grad_sums = cmp.local(grads_ref, params, grads_of(params));
     };
   }
   for (int64_t s = 0; s < steps; ++s) {
-    const StepResult a = ref.step(s);
-    // The floor runs' largest differences from the serial one at this
-    // step: per gradient tensor, then loss and gradient norm (floor rank
-    // only; the others add zeros below).
-    std::vector<double> floor_step(size_t(n) + 2, 0.0);
-    for (std::unique_ptr<Engine>& floor : floors) {
+    StepResult a;
+    if (serial_rank)
+      a = ref.step(s);
+    share_serial_step(ref.model(), grads_ref, a, mesh.world());
+    // Each floor run's differences from the serial one at this step, in
+    // block k of n + 2 for floor run k: per gradient tensor, then loss and
+    // gradient norm (zeros on the ranks that do not run it).
+    std::vector<double> floor_step(size_t(nfloors) * (n + 2), 0.0);
+    for (int k = 0; k < nfloors; ++k) {
+      if (floors[k] == nullptr)
+        continue;
       const StepResult f = [&] {
         FloorGemm other;
-        return floor->step(s);
+        return floors[k]->step(s);
       }();
+      double* v = &floor_step[size_t(k) * (n + 2)];
       for (int i = 0; i < n; ++i)
-        floor_step[i] = std::max(floor_step[i], tensor_rel(floor_grad_sums, i));
-      floor_step[n] = std::max(floor_step[n], rel_diff(a.loss, f.loss));
-      floor_step[n + 1] =
-          std::max(floor_step[n + 1], rel_diff(a.grad_norm, f.grad_norm));
+        v[i] = tensor_rel(floor_grad_sums, i);
+      v[n] = rel_diff(a.loss, f.loss);
+      v[n + 1] = rel_diff(a.grad_norm, f.grad_norm);
     }
-    grad_sums.clear();
-    const StepResult b = par.step(s);
-    NDT_ASSERT(
-        grad_sums.size() == m,
-        "the layout's gradients were not seen before the optimizer step");
-    // Under ZeRO a rank compares the values it updates: under stage 3
-    // it holds no others, under stages 1 and 2 their broadcasts may still
-    // be on their way into the next forward (whose loss and gradients
-    // show whether they arrive).
-    value_sums =
-        sharded ? cmp.local(
-                      values_of(ref.model()),
-                      par.optimizer().parameters(),
-                      false,
-                      true)
-                : cmp.local(
-                      values_of(ref.model()), par.model().parameters(), false);
+    const LayoutStep& ls = layout_steps[size_t(s)];
+    const StepResult& b = ls.result;
+    grad_sums = cmp.local(grads_ref, compared, ls.grads, sharded);
+    value_sums = cmp.local(
+        values_of(ref.model().parameters()), compared, ls.values, sharded);
     // One reduction per step: gradient sums, value sums, the floor, and
     // whether each side's loss and gradient norm are finite.
     std::vector<double> all = grad_sums;
@@ -404,8 +511,11 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     cmp.reduce(all);
     grad_sums.assign(all.begin(), all.begin() + m);
     value_sums.assign(all.begin() + m, all.begin() + 2 * m);
-    const double* fl = &all[2 * m];
-    const double* flags = &all[2 * m + n + 2];
+    // Per gradient tensor, then loss and gradient norm: the worst floor run.
+    const std::vector<double> floor_worst_run =
+        worst_of_runs(&all[2 * m], nfloors, n + 2);
+    const double* fl = floor_worst_run.data();
+    const double* flags = &all[2 * m + size_t(nfloors) * (n + 2)];
 
     const double loss_rel = rel_diff(a.loss, b.loss);
     const double gn_rel = rel_diff(a.grad_norm, b.grad_norm);
@@ -504,9 +614,9 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     }
 
     // The floor run must itself be the serial run up to summation order.
-    double floor_worst = std::max(fl[n], fl[n + 1]);
+    double floor_worst = worse(fl[n], fl[n + 1]);
     for (int i = 0; s == 0 && i < n; ++i)
-      floor_worst = std::max(floor_worst, fl[i]);
+      floor_worst = worse(floor_worst, fl[i]);
     if (!(floor_worst <= kVerifyRtol)) {
       fail_step(
           "floor",
@@ -544,15 +654,21 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   }
 
   if (!stopped) {
-    // Final parameters against the floor runs' (per tensor the larger).
-    std::vector<double> fl(n, 0.0);
-    for (const std::unique_ptr<Engine>& floor : floors) {
-      std::vector<double> fs =
-          cmp.local(values_of(ref.model()), floor->model().parameters(), false);
+    // Final parameters against the floor runs' (per tensor the larger;
+    // block k from floor run k's rank, zeros elsewhere).
+    std::vector<double> fl_runs(size_t(nfloors) * n, 0.0);
+    for (int k = 0; k < nfloors; ++k) {
+      if (floors[k] == nullptr)
+        continue;
+      const std::vector<Parameter*> params = floors[k]->model().parameters();
+      std::vector<double> fs = cmp.local(
+          values_of(ref.model().parameters()), params, values_of(params));
       for (int i = 0; i < n; ++i)
-        fl[i] = std::max(fl[i], tensor_rel(fs, i));
+        fl_runs[size_t(k) * n + i] = tensor_rel(fs, i);
     }
-    mesh.world().all_reduce(fl.data(), n);  // from the floor rank to all
+    mesh.world().all_reduce(
+        fl_runs.data(), static_cast<int64_t>(fl_runs.size()));
+    const std::vector<double> fl = worst_of_runs(fl_runs.data(), nfloors, n);
     double worst_ratio = 0;
     int worst = -1;
     for (int i = 0; i < n; ++i) {
@@ -591,7 +707,12 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     }
 
     // Evaluation on a fixed subset.
-    const EvalResult ea = ref.evaluate(steps);
+    EvalResult ea;
+    if (serial_rank)
+      ea = ref.evaluate(steps);
+    double ea_samples = double(ea.samples);
+    share_from_rank0(mesh.world(), {&ea.loss, &ea.accuracy, &ea_samples});
+    ea.samples = static_cast<int64_t>(ea_samples);
     const EvalResult eb = par.evaluate(steps);
     rep.eval_loss_rel = rel_diff(ea.loss, eb.loss);
     char line[300];

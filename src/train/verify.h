@@ -29,6 +29,7 @@
 //     once), shapes match, and a missing or extra parameter fails by name.
 #pragma once
 
+#include <chrono>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@
 namespace ndt {
 
 constexpr double kVerifyRtol = 1e-5;
+// Between the starts of two ranks' steps (run_verify).
+constexpr std::chrono::milliseconds kVerifyStagger(2);
 constexpr double kVerifyFloorFactor = 10;
 constexpr double kVerifyParamAtol = 1e-6;
 // Evaluation samples compared (the first of the evaluation set): about
@@ -66,11 +69,20 @@ struct VerifyReport {
   bool pass = false;
 };
 
-// Every rank runs the serial reference too (it needs the whole global
-// batch, so keep verify models small); world rank 0 also runs the second
-// serial reference of the noise floor. Each rank compares the block of
-// every parameter it holds with the same block of the serial tensor; the
-// sums are reduced over the job, so every rank reaches the same verdict.
+// The layout first trains its steps back to back, as in training (no
+// communication of verify's between them, which could complete a
+// transfer the layout forgot to wait for); before each step after the
+// first the ranks start one after another, kVerifyStagger apart (in rank
+// order, then in reverse), so that a rank reading another's transfer
+// without waiting for it reads before it arrives. Each rank keeps copies
+// of the gradients and values it compares, per step. Then world rank 0
+// trains the serial reference (it needs the whole global batch, so keep
+// verify models small) and after each step broadcasts its gradients,
+// updated values, loss and gradient norm to every rank; floor run k
+// trains on world rank (k + 1) mod the job's size. Each rank compares the
+// block of every parameter it holds with the same block of the serial
+// tensor; the sums are reduced over the job, so every rank reaches the
+// same verdict.
 // mesh: the job's mesh, with the axes of mesh_axes(config).
 VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out);
 

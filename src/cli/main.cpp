@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -755,7 +756,11 @@ std::string terminal_safe(const char* what) {
   return out;
 }
 
-int fail(const char* raw) {
+// Reports an error and ends the job. `shared`: an error that every rank
+// may meet alike (a bad config, data or checkpoint), reported by rank 0
+// alone where it has it; otherwise (a failed or timed-out collective,
+// an internal error) each rank names its own.
+int fail(const char* raw, bool shared) {
   const std::string safe = terminal_safe(raw);
   const char* what = safe.c_str();
   std::fflush(stdout);
@@ -771,6 +776,17 @@ int fail(const char* raw) {
     return 1;
   }
   if (ndt::g_world_size > 1) {
+    if (shared && ndt::g_world_rank > 0) {
+      // As before MPI started: rank 0's abort ends this rank silently
+      // (mpirun stops the others about 1.2 s after it) unless rank 0 did
+      // not meet the error; then this rank reports its own, within half
+      // the watchdog's bound so that no collective times out first.
+      signal(SIGTERM, SIG_DFL);
+      const double timeout =
+          ndt::g_job && ndt::g_job->world ? ndt::g_job->world->timeout_s() : 0;
+      const double wait = timeout > 0 ? std::min(5.0, timeout / 2) : 5.0;
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    }
     std::fprintf(stderr, "[rank %d] error: %s\n", ndt::g_world_rank, what);
     std::fflush(stderr);
     ndt::MpiRuntime::abort(1);  // ends every rank of the job
@@ -788,14 +804,17 @@ int main(int argc, char** argv) {
     int code = ndt::run(argc, argv);
     ndt::g_job.reset();  // MPI_Finalize after a clean run
     return code;
+  } catch (const ndt::CommError& e) {
+    return fail(e.what(), false);
   } catch (const ndt::Error& e) {
-    return fail(e.what());
+    return fail(e.what(), true);
   } catch (const std::bad_alloc&) {
     return fail(
         "out of memory: the configured sizes (train.batch_size, the model's "
         "dimensions, the dataset) need more memory than this machine can "
-        "give");
+        "give",
+        false);
   } catch (const std::exception& e) {
-    return fail(e.what());
+    return fail(e.what(), false);
   }
 }

@@ -326,6 +326,18 @@ for _ in $(seq 10); do
     && reported=$((reported + 1))
 done
 check pp_split_reported_in_every_run test "$reported" = 10
+# An error every rank meets after MPI started (here the job's size) is
+# reported by rank 0 alone, while the others wait for its abort: before,
+# each of 4 ranks printed it.
+reported=0
+for _ in $(seq 5); do
+  np_out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 \
+    "$bin" train "${gpt[@]}" parallel.dp=2 2>&1) && continue
+  [[ $(grep -c "error: the layout (dp 2 x pp 1 x tp 1 x sp 1" <<< "$np_out") == 1 ]] \
+    && grep -q "^\[rank 0\] error: the layout" <<< "$np_out" \
+    && reported=$((reported + 1))
+done
+check job_size_reported_once_by_rank0 test "$reported" = 5
 
 # --- 2.5D and 3D tensor parallelism: splits checked before training ----
 expect tp2p5d_not_grids "must be q^2 x 2" \

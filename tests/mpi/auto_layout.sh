@@ -11,7 +11,8 @@
 #     on fewer cores the measured rate is each rank's share of them;
 #   - one process: the serial layout, or recompute under 2.5 MiB;
 #   - errors: an override of what the plan chooses, a limit no layout
-#     fits, a machine option without --auto-layout.
+#     fits (each reported once, by rank 0), a machine option without
+#     --auto-layout.
 # Usage: auto_layout.sh NDTRAIN_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -98,10 +99,15 @@ expect_error override "error: ndtrain train --auto-layout: the override parallel
   "${mpi[@]}" "$bin" train "${cfg[@]}" "${run[@]}" parallel.dp=2 \
   run.dir="$work/override" --auto-layout "${machine[@]}"
 [[ ! -e $work/override ]] || fail "override: the run wrote $work/override"
+# Every rank meets it; rank 0 alone reports it.
+[[ $(grep -c "error: ndtrain train --auto-layout: the override" "$work/override.log") == 1 ]] \
+  || { cat "$work/override.log"; fail "override: not reported once"; }
 expect_error no_fit "error: no layout of 2 ranks fits --memory-mib 0\.01: the smallest, " \
   "${mpi[@]}" "$bin" train "${cfg[@]}" "${run[@]}" run.dir="$work/no_fit" \
   --auto-layout "${machine[@]}" --memory-mib 0.01
 [[ ! -e $work/no_fit ]] || fail "no_fit: the run wrote $work/no_fit"
+[[ $(grep -c "error: no layout of 2 ranks fits" "$work/no_fit.log") == 1 ]] \
+  || { cat "$work/no_fit.log"; fail "no_fit: not reported once"; }
 expect_error needs_flag "error: ndtrain bench: --memory-mib requires --auto-layout" \
   "$bin" bench "${cfg[@]}" --memory-mib 1
 echo PASS

@@ -134,7 +134,7 @@ class Comparison {
   }
 
   // This rank's sums; `serial[i]` is the serial tensor of parameter i,
-  // `mine[j]` the layout's tensor of parameter held[j] (its gradient, or
+  // `mine[h]` the layout's tensor of parameter held[h] (its gradient, or
   // its value). `partition`: the `held` lists of the replicas partition
   // the parameters (ZeRO's, each held by the rank that updates it), so
   // copies exist only over the tensor-parallel axes.
@@ -149,8 +149,8 @@ class Comparison {
       if (!all_finite(serial[i]))
         s[i * kSums + kBadSerial] = 1;
     }
-    for (size_t j = 0; j < held.size(); ++j) {
-      const Parameter* p = held[j];
+    for (size_t h = 0; h < held.size(); ++h) {
+      const Parameter* p = held[h];
       auto it = index_.find(p->name);
       if (it == index_.end()) {
         if (reported_.insert(p->name).second) {
@@ -164,15 +164,15 @@ class Comparison {
       const size_t i = static_cast<size_t>(it->second);
       double* v = &s[i * kSums];
       if (p->layout.global_shape != shapes_[i] ||
-          mine[j].shape() != p->layout.local_shape()) {
+          mine[h].shape() != p->layout.local_shape()) {
         v[kShapeMismatch] = 1;
         continue;
       }
-      if (!all_finite(mine[j]))
+      if (!all_finite(mine[h]))
         v[kBadLayout] = 1;
       const Tensor ref = p->layout.take_local(serial[i]);
       const float* x = ref.data();
-      const float* y = mine[j].data();
+      const float* y = mine[h].data();
       for (int64_t j = 0; j < ref.numel(); ++j) {
         const double d = double(y[j]) - x[j];
         v[kDiff2] += d * d;
@@ -461,7 +461,9 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   int64_t compared_elements = 0;
   bool stopped = false;
   ref.on_grads_ready = [&] {
-    grads_ref = grads_of(ref.model().parameters(), true);
+    const std::vector<Parameter*> params = ref.model().parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      grads_ref[i].copy_(params[i]->grad);
   };
   for (std::unique_ptr<Engine>& floor : floors) {
     Engine* e = floor.get();

@@ -1,11 +1,13 @@
 #include "cli/layout_pick.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "base/check.h"
 #include "nn/builder.h"
 #include "ops/ops.h"
+#include "plan/link_measure.h"
 #include "train/factory.h"
 #include "train/peak.h"
 #include "train/ring_core_cost.h"
@@ -51,6 +53,63 @@ MachineCost machine_cost(
   m.host_link.alpha_s = a.host_link_alpha_us * 1e-6;
   m.host_link.beta_s_per_byte = 1e-9 / a.host_link_gbps;
   return m;
+}
+
+namespace {
+
+// Rank 0's fit of `group` (a group of `world` it belongs to when
+// `measures`), on every rank of `world`.
+LinkCost rank0_fit(ProcessGroup& world, ProcessGroup& group, bool measures) {
+  double v[2] = {0, 0};
+  if (measures) {
+    const LinkFit fit = measure_link_cost(group);
+    if (world.rank() == 0) {
+      v[0] = fit.link.alpha_s;
+      v[1] = fit.link.beta_s_per_byte;
+    }
+  }
+  world.all_reduce(v, 2);  // rank 0's: the others add 0
+  return {v[0], v[1]};
+}
+
+// A fitted link into an option pair (alpha in us, bandwidth in GB/s); a
+// fit with no time per byte (faster than the timer sees) keeps the
+// bandwidth as it was.
+void set_link(const LinkCost& link, double* alpha_us, double* gbps) {
+  *alpha_us = link.alpha_s * 1e6;
+  if (link.beta_s_per_byte > 0)
+    *gbps = 1e-9 / link.beta_s_per_byte;
+}
+
+}  // namespace
+
+void measure_job_links(
+    MachineArgs& a, const std::vector<int>& hosts, ProcessGroup& world) {
+  const int r = world.rank();
+  if (hosts.empty() || world.size() < 2)
+    return;
+  const int host0_ranks =
+      static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[0]));
+  if (!a.link_given && host0_ranks >= 2) {
+    const std::unique_ptr<ProcessGroup> host =
+        world.split(hosts[r] == hosts[0] ? 0 : 1, r, "link in host");
+    set_link(
+        rank0_fit(world, *host, hosts[r] == hosts[0]),
+        &a.link_alpha_us,
+        &a.link_gbps);
+    a.link_measured = true;
+  }
+  if (!a.host_link_given && host_count(hosts) >= 2) {
+    const bool first =
+        std::find(hosts.begin(), hosts.end(), hosts[r]) - hosts.begin() == r;
+    const std::unique_ptr<ProcessGroup> firsts =
+        world.split(first ? 0 : 1, r, "link between hosts");
+    set_link(
+        rank0_fit(world, *firsts, first),
+        &a.host_link_alpha_us,
+        &a.host_link_gbps);
+    a.host_link_measured = true;
+  }
 }
 
 namespace {
@@ -114,14 +173,15 @@ const LayoutCost& pick_layout(
 std::string hosts_clause(const MachineCost& m, const MachineArgs& a) {
   if (host_count(m.host_of) == 1)
     return "";
-  return detail::str_cat(
-      ", ",
-      describe_hosts(m.host_of),
-      " linked at alpha ",
+  char link[96];
+  std::snprintf(
+      link,
+      sizeof link,
+      " linked at alpha %.2f us, %.3f GB/s%s",
       a.host_link_alpha_us,
-      " us, ",
       a.host_link_gbps,
-      " GB/s");
+      a.host_link_measured ? " (measured)" : "");
+  return ", " + describe_hosts(m.host_of) + link;
 }
 
 std::string joined_overrides(const LayoutCost& c) {

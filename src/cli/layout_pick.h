@@ -26,6 +26,13 @@ struct MachineArgs {
   int ranks_per_host = -1;
   double host_link_alpha_us = 30.0;
   double host_link_gbps = 1.25;
+  // Whether an option set the link (alpha or bandwidth) in a host and
+  // between hosts; if not, --auto-layout measures it (measure_job_links)
+  // and says so.
+  bool link_given = false;
+  bool host_link_given = false;
+  bool link_measured = false;
+  bool host_link_measured = false;
 };
 
 // The plan's machine: the options given, the rest measured here when
@@ -39,6 +46,15 @@ MachineCost machine_cost(
     int ranks,
     bool measure,
     const std::vector<int>& hosts = {});
+
+// Under --auto-layout, collective over `world` (the job's ranks, on
+// `hosts`: each rank's host): the links that `a` was given no option for,
+// measured (plan/link_measure.h) and written into `a`. In a host: the
+// ranks of rank 0's host among themselves (not measured when it runs one
+// rank); between hosts (two or more): the first rank of each host. The
+// other ranks wait; every rank ends with the same numbers.
+void measure_job_links(
+    MachineArgs& a, const std::vector<int>& hosts, ProcessGroup& world);
 
 // The layouts of `ranks` ranks that `file` with `overrides` (loaded as
 // `base`) accepts, fastest first; throws ConfigError when there is none.
@@ -60,8 +76,9 @@ bool fits_memory(const LayoutCost& c, double memory_mib);
 const LayoutCost& pick_layout(
     const std::vector<LayoutCost>& all, double memory_mib, int ranks);
 
-// ", 2 hosts of 2 ranks linked at alpha 30 us, 1.25 GB/s" for a machine
-// of several hosts, else empty.
+// ", 2 hosts of 2 ranks linked at alpha 30.00 us, 1.250 GB/s" for a
+// machine of several hosts (" (measured)" after it when measured), else
+// empty.
 std::string hosts_clause(const MachineCost& m, const MachineArgs& a);
 
 // The layout's overrides joined by commas.

@@ -435,6 +435,7 @@ Config job_config(
         " sets what the plan chooses; drop it, or drop --auto-layout and "
         "give the whole layout");
   }
+  measure_job_links(machine, hosts, *job.world);
   std::string shared_cores;
   const MachineCost m =
       agreed_machine(machine, base, hosts, *job.world, &shared_cores);
@@ -446,7 +447,7 @@ Config job_config(
     std::printf(
         "ndtrain: layout from the plan: %s, predicted %.2f ms per step, the "
         "fastest of %zu layouts of %d ranks%s (%.1f GFLOP/s per rank%s, "
-        "update %.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s%s); "
+        "update %.3f ns per parameter, link alpha %.2f us, %.3f GB/s%s%s%s); "
         "overrides %s\n",
         pick.name.c_str(),
         pick.step_s * 1e3,
@@ -461,6 +462,7 @@ Config job_config(
         m.update_s_per_param * 1e9,
         machine.link_alpha_us,
         machine.link_gbps,
+        machine.link_measured ? " (measured)" : "",
         machine.comm_on_cores ? " on the ranks' cores" : "",
         hosts_clause(m, machine).c_str(),
         joined_overrides(pick).c_str());
@@ -605,19 +607,24 @@ std::vector<CLI::Option*> add_machine_options(CLI::App& app, MachineArgs& a) {
        false},
       {"--link-alpha-us",
        &a.link_alpha_us,
-       "latency of one step of a collective (2)",
+       "latency of one step of a collective (2; --auto-layout: measured on "
+       "the job's ranks unless this or --link-gbps is given)",
        false},
       {"--link-gbps",
        &a.link_gbps,
-       "bus bandwidth between ranks, GB/s (7.5)",
+       "bus bandwidth between ranks, GB/s (7.5; --auto-layout: measured "
+       "unless this or --link-alpha-us is given)",
        true},
       {"--host-link-alpha-us",
        &a.host_link_alpha_us,
-       "latency of one step of a collective between hosts (30)",
+       "latency of one step of a collective between hosts (30; "
+       "--auto-layout on several hosts: measured unless this or "
+       "--host-link-gbps is given)",
        false},
       {"--host-link-gbps",
        &a.host_link_gbps,
-       "bus bandwidth between hosts, GB/s (1.25)",
+       "bus bandwidth between hosts, GB/s (1.25; --auto-layout on several "
+       "hosts: measured unless this or --host-link-alpha-us is given)",
        true}};
   std::vector<CLI::Option*> out;
   for (const Number& n : numbers) {
@@ -716,6 +723,15 @@ int run(int argc, char** argv) {
         (used.empty() ? std::string()
                       : "ndtrain " + used[0]->get_name() + ": ") +
         printable(e.what()) + "\n" + kUsage);
+  }
+  for (auto [cmd, layout] :
+       {std::pair{train, &train_layout},
+        {verify, &verify_layout},
+        {bench, &bench_layout}}) {
+    layout->machine.link_given =
+        cmd->count("--link-alpha-us") + cmd->count("--link-gbps") > 0;
+    layout->machine.host_link_given =
+        cmd->count("--host-link-alpha-us") + cmd->count("--host-link-gbps") > 0;
   }
   if (*train)
     return cmd_train(train_args, train_layout, &argc, &argv);

@@ -7,8 +7,10 @@
 #     overrides as plan's pick_overrides; verify passes in it and train
 #     runs it (its start-up names the pipeline);
 #   - the machine measured (rank 0 measures, every rank takes its
-#     numbers): train runs and every rank runs the one layout; at 4 ranks
-#     on fewer cores the measured rate is each rank's share of them;
+#     numbers; the link in the host timed on the job's ranks, said
+#     "(measured)", where the machine given above takes its link options
+#     as they are): train runs and every rank runs the one layout; at 4
+#     ranks on fewer cores the measured rate is each rank's share of them;
 #   - one process: the serial layout, or recompute under 2.5 MiB;
 #   - errors: an override of what the plan chooses, a limit no layout
 #     fits (each reported once, by rank 0), a machine option without
@@ -24,7 +26,7 @@ mpi=(mpirun --oversubscribe --bind-to none -np 2)
 cfg=(-c "$src/configs/verify/gpt.yaml" train.threads=1)
 run=(train.steps=3 train.eval_every=0 train.checkpoint_every=0
   train.eval_samples=16)
-machine=(--gflops 100 --update-ns-per-param 1)
+machine=(--gflops 100 --update-ns-per-param 1 --link-alpha-us 2 --link-gbps 7.5)
 
 fail() {
   echo "FAIL: $*"
@@ -60,6 +62,11 @@ want "$work/train.log" "^step 3/3 "
   --auto-layout >"$work/measured.log" 2>&1 \
   || { cat "$work/measured.log"; fail "train --auto-layout, machine measured"; }
 want "$work/measured.log" "^ndtrain: layout from the plan: .* of [0-9]+ layouts of 2 ranks \([0-9.]+ GFLOP/s per rank"
+# The link in the host, measured on the job's ranks when no link option is
+# given; as given otherwise.
+want "$work/measured.log" "link alpha [0-9]+\.[0-9]+ us, [0-9]+\.[0-9]+ GB/s \(measured\) on the ranks' cores\); overrides "
+grep -q "(measured)" "$work/verify.log" && { cat "$work/verify.log"; fail "link given, yet measured"; }
+want "$work/verify.log" "link alpha 2\.00 us, 7\.500 GB/s on the ranks' cores\); overrides "
 want "$work/measured.log" "^step 3/3 "
 echo "measured: $(grep -m1 '^ndtrain: layout from the plan' "$work/measured.log")"
 

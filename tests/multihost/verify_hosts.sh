@@ -14,7 +14,10 @@
 #      the hosts' links;
 #   4. `ndtrain train --auto-layout` names the job's hosts as mpirun
 #      placed them (by slot: 2 hosts of 2 ranks; by node: alternating) and
-#      trains in its pick.
+#      trains in its pick;
+#   5. without link options --auto-layout measures the links: between the
+#      hosts 0.08-0.16 GB/s when their link is shaped to 1 Gbit/s, over 4
+#      times that unshaped.
 # The bed is removed on exit.
 # Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
 set -u
@@ -102,18 +105,45 @@ run_verify gpt_zero3_dp4 -np 4 -- -c "$src/configs/verify/gpt.yaml" \
 auto=(-c "$src/configs/verify/gpt.yaml" train.steps=3 train.eval_every=0
   train.checkpoint_every=0 train.eval_samples=16 --auto-layout --gflops 100
   --update-ns-per-param 1)
-auto_hosts() {  # auto_hosts NAME HOSTS MPIRUN_ARGS...
-  local name=$1 hosts=$2 rc
-  shift 2
-  timeout 300 "${bed_mpirun[@]}" "$@" -np 4 "$bin" train "${auto[@]}" \
-    run.dir="$work/$name" > "$work/$name.log" 2>&1
+links=(--link-alpha-us 2 --link-gbps 7.5 --host-link-alpha-us 30
+  --host-link-gbps 1.25)
+auto_hosts() {  # auto_hosts NAME HOSTS LINK_TEXT MPIRUN_ARGS... [-- NDTRAIN_ARGS...]
+  local name=$1 hosts=$2 link=$3 rc
+  shift 3
+  local mpi_args=() nd_args=()
+  while (($#)) && [[ $1 != -- ]]; do mpi_args+=("$1"); shift; done
+  (($#)) && shift
+  nd_args=("$@")
+  timeout 300 "${bed_mpirun[@]}" "${mpi_args[@]}" -np 4 "$bin" train \
+    "${auto[@]}" "${nd_args[@]}" run.dir="$work/$name" > "$work/$name.log" 2>&1
   rc=$?
   ((rc == 0)) || { cat "$work/$name.log"; fail "$name: exit code $rc"; }
-  grep -qF ", $hosts linked at alpha 30 us, 1.25 GB/s); overrides " \
-    "$work/$name.log" || { cat "$work/$name.log"; fail "$name: not $hosts"; }
+  grep -qE ", $hosts linked at $link\); overrides " \
+    "$work/$name.log" || { cat "$work/$name.log"; fail "$name: not $hosts linked at $link"; }
   grep -q "^step 3/3 " "$work/$name.log" || { cat "$work/$name.log"; fail "$name: no step 3"; }
   grep "^ndtrain: layout from the plan" "$work/$name.log"
 }
-auto_hosts auto_by_slot "2 hosts of 2 ranks"
-auto_hosts auto_by_node "2 hosts (ranks 0 2 | 1 3)" --map-by node
+given="alpha 30\.00 us, 1\.250 GB/s"
+measured="alpha [0-9.]+ us, [0-9.]+ GB/s \(measured\)"
+auto_hosts auto_by_slot "2 hosts of 2 ranks" "$given" -- "${links[@]}"
+auto_hosts auto_by_node "2 hosts \(ranks 0 2 \| 1 3\)" "$given" --map-by node \
+  -- "${links[@]}"
+# 5. Without link options the links are measured on the job's ranks: the
+# hosts' link at the veth pair's speed, then shaped to 1 Gbit/s (tc tbf),
+# where a 4 MiB all-reduce of 2 ranks moves 4 MiB each way: 0.125 GB/s.
+host_gbps() {  # host_gbps NAME: the measured bandwidth between the hosts
+  sed -n 's/.* linked at alpha [0-9.]* us, \([0-9.]*\) GB\/s (measured)); .*/\1/p' \
+    "$work/$1.log"
+}
+auto_hosts auto_measured "2 hosts of 2 ranks" "$measured"
+grep -qE "link alpha [0-9.]+ us, [0-9.]+ GB/s \(measured\), 2 hosts" \
+  "$work/auto_measured.log" || { cat "$work/auto_measured.log"; fail "auto_measured: link in the host not measured"; }
+"$src/scripts/hosts.sh" link 1gbit > /dev/null || fail "hosts.sh link 1gbit"
+auto_hosts auto_measured_1gbit "2 hosts of 2 ranks" "$measured"
+"$src/scripts/hosts.sh" link off > /dev/null || fail "hosts.sh link off"
+fast=$(host_gbps auto_measured)
+shaped=$(host_gbps auto_measured_1gbit)
+echo "measured between hosts: $fast GB/s; shaped to 1 Gbit/s: $shaped GB/s"
+awk -v f="$fast" -v s="$shaped" 'BEGIN { exit !(s >= 0.08 && s <= 0.16 && f > 4 * s) }' \
+  || fail "host link measured at $shaped GB/s when shaped to 1 Gbit/s (0.08-0.16 wanted), $fast GB/s unshaped (over 4x that wanted)"
 echo PASS

@@ -235,7 +235,8 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
   r = ndtrain(c + " --ranks-per-host 2 --host-link-gbps 0.125");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(
-      r.output.find(", 2 hosts of 2 ranks linked at alpha 30 us, 0.125 GB/s"),
+      r.output.find(
+          ", 2 hosts of 2 ranks linked at alpha 30.00 us, 0.125 GB/s"),
       std::string::npos)
       << r.output;
   r = ndtrain(c + " --ranks-per-host 3");

@@ -16,7 +16,7 @@
 #      placed them (by slot: 2 hosts of 2 ranks; by node: alternating) and
 #      trains in its pick;
 #   5. without link options --auto-layout measures the links: between the
-#      hosts 0.08-0.16 GB/s when their link is shaped to 1 Gbit/s, over 4
+#      hosts 0.05-0.16 GB/s when their link is shaped to 1 Gbit/s, over 4
 #      times that unshaped.
 # The bed is removed on exit.
 # Usage: verify_hosts.sh NDTRAIN_BINARY SOURCE_DIR TEST_MPI_BINARY
@@ -144,6 +144,6 @@ auto_hosts auto_measured_1gbit "2 hosts of 2 ranks" "$measured"
 fast=$(host_gbps auto_measured)
 shaped=$(host_gbps auto_measured_1gbit)
 echo "measured between hosts: $fast GB/s; shaped to 1 Gbit/s: $shaped GB/s"
-awk -v f="$fast" -v s="$shaped" 'BEGIN { exit !(s >= 0.08 && s <= 0.16 && f > 4 * s) }' \
-  || fail "host link measured at $shaped GB/s when shaped to 1 Gbit/s (0.08-0.16 wanted), $fast GB/s unshaped (over 4x that wanted)"
+awk -v f="$fast" -v s="$shaped" 'BEGIN { exit !(s >= 0.05 && s <= 0.16 && f > 4 * s) }' \
+  || fail "host link measured at $shaped GB/s when shaped to 1 Gbit/s (0.05-0.16 wanted), $fast GB/s unshaped (over 4x that wanted)"
 echo PASS

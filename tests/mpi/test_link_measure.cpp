@@ -1,6 +1,6 @@
 // Link measurement over the MPI world (plan/link_measure.h): every rank
-// gets the same fit, of non-negative latency and a finite bandwidth that
-// reproduces the times it was fitted to; a group of one rank is refused.
+// gets the same fit, with non-negative alpha and beta, a finite fit error
+// and a 4 MiB all-reduce that costs time; a group of one rank is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>

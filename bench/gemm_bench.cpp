@@ -8,11 +8,9 @@
 // Shapes (row-major, as the layers call ops::gemm): every linear layer
 // [rows, in] -> [rows, out] runs its forward (NT: x w^T), its input
 // gradient (NN: dy w; not for the first layer) and its weight gradient (TN:
-// dy^T x, accumulated). The ViT's attention runs 6 per-head products of
-// [65, 64] blocks (scores, output, and 4 in backward) per image, head and
-// block, each on one thread of a parallel loop as in the model. The GPT's
-// causal attention runs in its own tiled kernel and is left out; its share
-// of the step's FLOPs is printed. Per model:
+// dy^T x, accumulated). Attention's per-head products run in their own
+// kernels (src/ops/cpu/attention_products.h), not in the GEMM library, and
+// are left out; their share of the step's FLOPs is printed. Per model:
 //   gemm model=M threads=T gemm_gflop=F gemm_ms=X gemm_gflops=G
 //     fma_peak_gflops=P ceiling=G/P
 // With oneDNN each shape line also shows dnnl_sgemm called directly
@@ -48,23 +46,22 @@ struct Shape {
   bool trans_a, trans_b;
   int M, N, K, lda, ldb;
   float beta;
-  int count;      // calls per step
-  bool per_head;  // one call per thread inside a parallel loop
+  int count;  // calls per step
 };
 
 struct Model {
   const char* name;
   std::vector<Shape> shapes;
-  double other_gflop;  // step FLOPs not in `shapes` (GPT attention)
+  double other_gflop;  // step FLOPs not in `shapes` (attention)
 };
 
 // Forward, input gradient (if dx) and weight gradient of a linear layer.
 void linear(
     std::vector<Shape>& s, int rows, int in, int out, int count, bool dx) {
-  s.push_back({false, true, rows, out, in, in, in, 0.0f, count, false});
+  s.push_back({false, true, rows, out, in, in, in, 0.0f, count});
   if (dx)
-    s.push_back({false, false, rows, in, out, out, in, 0.0f, count, false});
-  s.push_back({true, false, out, in, rows, out, in, 1.0f, count, false});
+    s.push_back({false, false, rows, in, out, out, in, 0.0f, count});
+  s.push_back({true, false, out, in, rows, out, in, 1.0f, count});
 }
 
 Model mlp() {  // batch 256, 784 -> 1024 -> 1024 -> 10
@@ -77,21 +74,16 @@ Model mlp() {  // batch 256, 784 -> 1024 -> 1024 -> 10
 
 Model vit() {  // batch 64, 32x32x3, patch 4, dim 192, depth 6, 3 heads
   Model m{"vit", {}, 0.0};
-  const int rows = 64 * 65, dim = 192, depth = 6, hs = 64, t = 65;
+  const int rows = 64 * 65, dim = 192, depth = 6, t = 65;
   linear(m.shapes, 64 * 64, 48, dim, 1, false);  // patch embedding
   linear(m.shapes, rows, dim, 3 * dim, depth, true);
   linear(m.shapes, rows, dim, dim, depth, true);
   linear(m.shapes, rows, dim, 4 * dim, depth, true);
   linear(m.shapes, rows, 4 * dim, dim, depth, true);
   linear(m.shapes, 64, dim, 10, 1, true);  // head on the class token
-  const int heads = 64 * 3 * depth, qkv = 3 * dim;
-  auto& s = m.shapes;
-  s.push_back({false, true, t, t, hs, qkv, qkv, 0.0f, heads, true});  // QK^T
-  s.push_back({false, false, t, hs, t, t, qkv, 0.0f, heads, true});   // PV
-  s.push_back({false, true, t, t, hs, dim, qkv, 0.0f, heads, true});  // dP
-  s.push_back({true, false, t, hs, t, t, dim, 0.0f, heads, true});    // dV
-  s.push_back({false, false, t, hs, t, t, qkv, 0.0f, heads, true});   // dQ
-  s.push_back({true, false, t, hs, t, t, qkv, 0.0f, heads, true});    // dK
+  // Attention: scores and weighted sum over all T x T pairs, 2 hs FLOPs
+  // per pair and head each, 3x for forward and backward.
+  m.other_gflop = 3.0 * depth * 4.0 * t * t * dim * 64 / 1e9;
   return m;
 }
 
@@ -103,12 +95,11 @@ Model gpt() {  // batch 8, context 256, dim 384, depth 6, vocab 256
   linear(m.shapes, rows, dim, 4 * dim, depth, true);
   linear(m.shapes, rows, 4 * dim, dim, depth, true);
   linear(m.shapes, rows, dim, 256, 1, true);
-  // Causal attention as computed (the score pairs its kernel works on; 2
-  // products forward and 4 backward, 2 hs FLOPs per pair and head each),
-  // the count in GPT::flops_per_sample.
+  // Causal attention (the score pairs the mask leaves; 2 products forward
+  // and 4 backward, 2 hs FLOPs per pair and head each), the count in
+  // GPT::flops_per_sample.
   m.other_gflop = 3.0 * depth * 4.0 *
-                  double(ndt::ops::attention_scores_computed(256, true)) * dim *
-                  8 / 1e9;
+                  double(ndt::ops::attention_scores(256, true)) * dim * 8 / 1e9;
   return m;
 }
 
@@ -121,18 +112,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-// Fastest of 5 batches, seconds per call of `s` (per-head calls: the
-// batch's time over its calls, all threads working): through ops::gemm,
+// Fastest of 5 batches, seconds per call of `s`: through ops::gemm,
 // or (sgemm) dnnl_sgemm directly; cold: each call on the next of `copies`
 // sets of operands (call i on set i mod copies), else all on set 0.
 double time_shape(const Shape& s, bool sgemm, bool cold) {
   const int64_t a_n = int64_t(s.trans_a ? s.K : s.M) * s.lda;
   const int64_t b_n = int64_t(s.trans_b ? s.N : s.K) * s.ldb;
   const int64_t c_n = int64_t(s.M) * s.N;
-  const int threads = s.per_head ? omp_get_max_threads() : 1;
   const int64_t set_bytes = (a_n + b_n + c_n) * int64_t{sizeof(float)};
   const int64_t copies =
-      cold ? std::max<int64_t>(2, kColdBytes / set_bytes + 1) : threads;
+      cold ? std::max<int64_t>(2, kColdBytes / set_bytes + 1) : 1;
   std::vector<float> a(a_n * copies), b(b_n * copies), c(c_n * copies);
   ndt::rng_fill_uniform(
       a.data(), a.size(), ndt::rng_key(1, "gemm.a"), 0, -1, 1);
@@ -177,22 +166,16 @@ double time_shape(const Shape& s, bool sgemm, bool cold) {
         s.N);
   };
   // The set a call runs on. Cold: the one after the previous call's, across
-  // batches (`next`). Warm: set 0, or per head the thread's own set.
+  // batches (`next`). Warm: set 0.
   int64_t next = 0;
   auto calls = [&](int n) {
     const int64_t first = next;
     next = (next + n) % copies;
-    if (!s.per_head) {
-      for (int i = 0; i < n; ++i)
-        one(cold ? (first + i) % copies : 0);
-      return;
-    }
-#pragma omp parallel for schedule(static)
     for (int i = 0; i < n; ++i)
-      one(cold ? (first + i) % copies : omp_get_thread_num());
+      one(cold ? (first + i) % copies : 0);
   };
-  calls(s.per_head ? s.count : 1);  // warm up
-  int n = s.per_head ? s.count : 1;
+  calls(1);  // warm up
+  int n = 1;
   for (;;) {  // batch of at least 0.1 s
     auto t0 = std::chrono::steady_clock::now();
     calls(n);

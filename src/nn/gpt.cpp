@@ -38,10 +38,9 @@ std::unique_ptr<Model> build_gpt(
   h.init_std = o.init_std;
   m->add_head(b.lm_head(h));
   m->loss_terms_per_sample = o.seq_len;
-  // Causal attention: the score work its kernel does (about half of T^2).
+  // Causal attention: the scores the mask leaves, T (T + 1) / 2.
   const double keys =
-      static_cast<double>(ops::attention_scores_computed(o.seq_len, true)) /
-      o.seq_len;
+      static_cast<double>(ops::attention_scores(o.seq_len, true)) / o.seq_len;
   const double blocks = o.seq_len * detail::transformer_flops_per_token(
                                         o.depth, o.dim, o.mlp_dim, keys);
   m->flops_per_sample = blocks + o.seq_len * 6.0 * o.dim * o.vocab;

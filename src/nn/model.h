@@ -209,7 +209,7 @@ namespace detail {
 
 // Training FLOPs per token (3x forward) of `depth` transformer blocks of
 // width C and MLP width F whose attention computes `keys` scores per query
-// (T, or fewer under the causal mask: ops::attention_scores_computed): 2
+// (T, or fewer under the causal mask: ops::attention_scores): 2
 // per multiply-add; attention scores and weighted sum are 2*keys*C each.
 // Shared by the ViT and the GPT.
 double transformer_flops_per_token(int depth, int C, int F, double keys);

@@ -63,9 +63,12 @@ void gemm(
     float* C,
     int ldc);
 // Multiply-adds times 2 (2 M N K) of every gemm call so far, in every
-// thread: the matmul work a step really does, which the models'
-// flops_per_sample must equal (tests/nn/test_model_flops.cpp).
+// thread, and of attention's head products (those inside the causal mask):
+// the matmul work a step really does, which the models' flops_per_sample
+// must equal (tests/nn/test_model_flops.cpp).
 int64_t gemm_flops_done();
+// Adds matmul work done outside gemm() to gemm_flops_done().
+void count_flops(int64_t flops);
 
 // ---- linear: weight stored [OC, IC] like torch.nn.Linear -------------------
 
@@ -186,11 +189,11 @@ void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
 // Scale 1/sqrt(hs); causal masks keys after the query.
 void attention_forward(
     Tensor& out, Tensor& att, const Tensor& qkv, int NH, bool causal);
-// Score entries [query, key] of one head that attention_forward and
-// attention_backward compute for T tokens (the work their GEMMs do): T^2,
-// or, causal, for each block of 64 queries the keys up to its end (about
-// T (T + 64) / 2).
-int64_t attention_scores_computed(int T, bool causal);
+// Score entries [query, key] of one head for T tokens that the mask
+// leaves: T^2, or T (T + 1) / 2 causal. The work FLOP counts (MFU) use;
+// the causal kernels compute a few more next to the diagonal
+// (cpu/attention_products.h, kCausalReach).
+int64_t attention_scores(int T, bool causal);
 // dqkv [B, T, 3C] assigned. datt [B, NH, T, T] is scratch.
 void attention_backward(
     Tensor& dqkv,

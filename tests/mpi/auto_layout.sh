@@ -46,7 +46,7 @@ echo "plan: $pick"
 "${mpi[@]}" "$bin" verify "${cfg[@]}" --auto-layout "${machine[@]}" \
   --memory-mib 0.9 >"$work/verify.log" 2>&1 \
   || { cat "$work/verify.log"; fail "verify --auto-layout exited non-zero"; }
-want "$work/verify.log" "^ndtrain: layout from the plan: pp=2 \(microbatches=4\), predicted 0\.59 ms per step, .* within 0\.9 MiB per rank .* on the ranks' cores\); overrides ${pick//./\\.}$"
+want "$work/verify.log" "^ndtrain: layout from the plan: pp=2 \(microbatches=4\), predicted 0\.55 ms per step, .* within 0\.9 MiB per rank .* on the ranks' cores\); overrides ${pick//./\\.}$"
 want "$work/verify.log" "^verify: PASS"
 echo "verify: $(grep -m1 '^ndtrain: layout from the plan' "$work/verify.log")"
 

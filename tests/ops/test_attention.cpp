@@ -1,7 +1,7 @@
-// Attention: PyTorch fixtures (causal and not, one past a 64-row causal
-// block), a double-precision reference at T = 150 (several causal blocks,
-// ragged end) for both thread strategies, the causal mask, and finite
-// differences for dqkv.
+// Attention: PyTorch fixtures (T = 7, causal and not; causal T = 72), a
+// double-precision reference at T = 150 for both thread strategies and
+// over every tile shape of the head products (attention_products.h), the
+// causal mask, and finite differences for dqkv.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -174,6 +174,24 @@ TEST(Attention, MatchesReferenceAcrossCausalBlocks) {
   ops::set_num_threads(before);
 }
 
+TEST(Attention, MatchesReferenceForEveryTileShape) {
+  // Head sizes of 1 to 5 vectors of 16, whole and ragged (12-row tiles up
+  // to 32, 6-row above; a second 64-column block at 80), T from 1 to 130
+  // (partial row tiles, ragged 16-column and 64-column ends), causal and
+  // not; 2 threads over 2 (b, h) pairs and, with 1 pair, over the tiles.
+  const int before = ops::num_threads();
+  ops::set_num_threads(2);
+  for (int hs : {16, 24, 40, 64, 80}) {
+    for (int T : {1, 13, 65, 130}) {
+      for (bool causal : {false, true}) {
+        check_reference(1, T, 2 * hs, 2, causal);
+        check_reference(1, T, hs, 1, causal);
+      }
+    }
+  }
+  ops::set_num_threads(before);
+}
+
 void check_grad(int B, int T, int C, int NH, bool causal, int samples) {
   SCOPED_TRACE(testing::Message() << "T=" << T << " causal=" << causal);
   Tensor qkv = test::randn({B, T, 3 * C}, 2, "qkv");
@@ -197,17 +215,14 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   check_grad(1, 70, 4, 2, true, 150);
 }
 
-// The score entries the kernel computes (the GPT's FLOP count): all T^2
-// without the mask; with it, each block of 64 queries sees the keys up to
-// its end (query rows 64 i .. 64 i + 63 see 64 (i + 1) keys).
-TEST(Attention, ScoresComputedFollowTheCausalBlocks) {
-  EXPECT_EQ(ops::attention_scores_computed(256, false), 256 * 256);
-  EXPECT_EQ(
-      ops::attention_scores_computed(256, true), 64 * (64 + 128 + 192 + 256));
-  EXPECT_EQ(ops::attention_scores_computed(100, true), 64 * 64 + 36 * 100);
-  EXPECT_EQ(ops::attention_scores_computed(64, true), 64 * 64);
-  EXPECT_EQ(ops::attention_scores_computed(1, true), 1);
-  EXPECT_EQ(ops::attention_scores_computed(0, true), 0);
+// The score entries the mask leaves (the GPT's FLOP count): all T^2
+// without it; with it, query i sees keys 0..i.
+TEST(Attention, ScoresCountWhatTheMaskLeaves) {
+  EXPECT_EQ(ops::attention_scores(256, false), 256 * 256);
+  EXPECT_EQ(ops::attention_scores(256, true), 256 * 257 / 2);
+  EXPECT_EQ(ops::attention_scores(100, true), 5050);
+  EXPECT_EQ(ops::attention_scores(1, true), 1);
+  EXPECT_EQ(ops::attention_scores(0, true), 0);
 }
 
 }  // namespace

@@ -205,8 +205,8 @@ TEST(Cli, PlanRanksLayoutsAndPicksOne) {
                           " --ranks 2 --gflops 100 --update-ns-per-param 1 "
                           "--top 30";
   const std::vector<std::pair<std::string, std::string>> picks = {
-      {"1.5", "\npick: dp=2 zero=1 recompute (predicted 0.58 ms per step)\n"},
-      {"0.9", "\npick: pp=2 (microbatches=4) (predicted 0.59 ms per step)\n"},
+      {"1.5", "\npick: dp=2 zero=1 recompute (predicted 0.54 ms per step)\n"},
+      {"0.9", "\npick: pp=2 (microbatches=4) (predicted 0.55 ms per step)\n"},
       {"0.7", "\npick: pp=2 (microbatches=4) recompute (predicted "}};
   for (const auto& [limit, pick] : picks) {
     r = ndtrain(two + " --memory-mib " + limit);

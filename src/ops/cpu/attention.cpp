@@ -9,26 +9,26 @@
 // Backward (dqkv assigned): datt = dout v^T, ds = att * (datt - rowsum(datt
 // att)) / sqrt(hs), dq = ds k, dk = ds^T q, dv = att^T dout.
 //
-// Each (b, h) is a handful of GEMMs on strided views of qkv (lda = 3C), so
-// nothing is copied per head. With at least as many (b, h) pairs as threads
-// they run in parallel, each GEMM single-threaded (OpenBLAS's OpenMP build
-// does that inside a parallel region); otherwise heads run in turn with
-// threaded GEMMs and row loops. Causal attention works in query blocks of
-// kBlock rows that only touch keys up to the block's end, so roughly half
-// the products are skipped.
+// Each (b, h) is a handful of small products on strided views of qkv
+// (lda = 3C; attention_products.h), so nothing is copied per head but k's
+// or v's transpose for the scores. While one head computes, the next
+// head's rows are prefetched. With at least as many (b, h) pairs as threads
+// they run in parallel, each on one thread; otherwise heads run in turn
+// with their products and row loops split over the threads. Causal
+// attention computes the scores up to the diagonal (and a few past it), so
+// about half the products are skipped.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
+#include "ops/cpu/attention_products.h"
 #include "ops/cpu/simd.h"
 #include "ops/ops.h"
 
 namespace ndt::ops {
 namespace {
-
-constexpr int kBlock = 64;
 
 struct Dims {
   int B, T, C, NH, hs, C3;
@@ -57,23 +57,11 @@ Dims attention_dims(const Tensor& qkv, int NH) {
   return d;
 }
 
-// Keys visible to query block [i0, i1).
-inline int key_end(int i1, int T, bool causal) {
-  return causal ? i1 : T;
-}
-
 }  // namespace
 
-int64_t attention_scores_computed(int T, bool causal) {
+int64_t attention_scores(int T, bool causal) {
   NDT_ASSERT(T >= 0, "attention tokens ", T);
-  if (!causal)
-    return int64_t{T} * T;
-  int64_t scores = 0;
-  for (int i0 = 0; i0 < T; i0 += kBlock) {
-    const int i1 = std::min(T, i0 + kBlock);
-    scores += int64_t{i1 - i0} * key_end(i1, T, causal);
-  }
-  return scores;
+  return causal ? int64_t{T} * (T + 1) / 2 : int64_t{T} * T;
 }
 
 namespace {
@@ -89,24 +77,8 @@ void attention_head_forward(
   const float* k = q + d.C;
   const float* v = q + 2 * d.C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const int blk = causal ? kBlock : T;
-  for (int i0 = 0; i0 < T; i0 += blk) {
-    const int i1 = i0 + blk < T ? i0 + blk : T;
-    gemm(
-        false,
-        true,
-        i1 - i0,
-        key_end(i1, T, causal),
-        hs,
-        scale,
-        q + static_cast<int64_t>(i0) * C3,
-        C3,
-        k,
-        C3,
-        0.0f,
-        A + static_cast<int64_t>(i0) * T,
-        T);
-  }
+  detail::head_scores(
+      T, T, hs, scale, q, C3, k, C3, A, T, causal, threaded_rows);
 #pragma omp parallel for schedule(static) if (threaded_rows)
   for (int i = 0; i < T; ++i) {
     float* row = A + static_cast<int64_t>(i) * T;
@@ -118,23 +90,8 @@ void attention_head_forward(
     for (int j = len; j < T; ++j)
       row[j] = 0.0f;
   }
-  for (int i0 = 0; i0 < T; i0 += blk) {
-    const int i1 = i0 + blk < T ? i0 + blk : T;
-    gemm(
-        false,
-        false,
-        i1 - i0,
-        hs,
-        key_end(i1, T, causal),
-        1.0f,
-        A + static_cast<int64_t>(i0) * T,
-        T,
-        v,
-        C3,
-        0.0f,
-        o + static_cast<int64_t>(i0) * d.C,
-        d.C);
-  }
+  detail::head_weighted(
+      false, T, hs, T, A, T, v, C3, o, d.C, causal, threaded_rows);
 }
 
 void attention_head_backward(
@@ -152,92 +109,49 @@ void attention_head_backward(
   float* dk = dq + C;
   float* dv = dq + 2 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const int blk = causal ? kBlock : T;
-  // D = dO v^T on the visible keys of each query block.
-  for (int i0 = 0; i0 < T; i0 += blk) {
-    const int i1 = i0 + blk < T ? i0 + blk : T;
-    gemm(
-        false,
-        true,
-        i1 - i0,
-        key_end(i1, T, causal),
-        hs,
-        1.0f,
-        dO + static_cast<int64_t>(i0) * C,
-        C,
-        v,
-        C3,
-        0.0f,
-        D + static_cast<int64_t>(i0) * T,
-        T);
-  }
-  // D <- scale * A * (D - rowsum(D A)); masked entries inside the computed
-  // block are zeroed so the dk GEMM below can read whole blocks.
+  // D = dO v^T on the keys each query sees.
+  detail::head_scores(
+      T, T, hs, 1.0f, dO, C, v, C3, D, T, causal, threaded_rows);
+  // D <- scale * A * (D - rowsum(D A)); the masked entries the products
+  // below read (up to kCausalReach past the diagonal) are zeroed.
 #pragma omp parallel for schedule(static) if (threaded_rows)
   for (int i = 0; i < T; ++i) {
     float* drow = D + static_cast<int64_t>(i) * T;
     const float* arow = A + static_cast<int64_t>(i) * T;
     const int len = causal ? i + 1 : T;
-    int end = T;  // end of the block of keys the GEMMs read for row i
-    if (causal && (i / blk + 1) * blk < T)
-      end = (i / blk + 1) * blk;
+    const int end = std::min(T, i + detail::kCausalReach);
     const float s = detail::dot_lanes(drow, arow, len);
     for (int j = 0; j < len; ++j)
       drow[j] = scale * arow[j] * (drow[j] - s);
     for (int j = len; j < end; ++j)
       drow[j] = 0.0f;
   }
-  for (int i0 = 0; i0 < T; i0 += blk) {
-    const int i1 = i0 + blk < T ? i0 + blk : T;
-    const int64_t r0 = static_cast<int64_t>(i0);
-    // dq[i0:i1] = D[i0:i1, :kend] k[:kend].
-    gemm(
-        false,
-        false,
-        i1 - i0,
-        hs,
-        key_end(i1, T, causal),
-        1.0f,
-        D + r0 * T,
-        T,
-        k,
-        C3,
-        0.0f,
-        dq + r0 * C3,
-        C3);
-    // Key block [i0, i1) is seen by queries i0..T-1 only (causal), so
-    // dk[i0:i1] = D[i0:, i0:i1]^T q[i0:], dv[i0:i1] = A[i0:, i0:i1]^T dO[i0:].
-    const int q0 = causal ? i0 : 0;
-    const int64_t qr = static_cast<int64_t>(q0);
-    gemm(
-        true,
-        false,
-        i1 - i0,
-        hs,
-        T - q0,
-        1.0f,
-        D + qr * T + i0,
-        T,
-        q + qr * C3,
-        C3,
-        0.0f,
-        dk + r0 * C3,
-        C3);
-    gemm(
-        true,
-        false,
-        i1 - i0,
-        hs,
-        T - q0,
-        1.0f,
-        A + qr * T + i0,
-        T,
-        dO + qr * C,
-        C,
-        0.0f,
-        dv + r0 * C3,
-        C3);
-  }
+  // dq = D k; dk = D^T q and dv = A^T dO, key j summed over the queries
+  // that see it (j onwards, causal).
+  detail::head_weighted(
+      false, T, hs, T, D, T, k, C3, dq, C3, causal, threaded_rows);
+  detail::head_weighted(
+      true, T, hs, T, D, T, q, C3, dk, C3, causal, threaded_rows);
+  detail::head_weighted(
+      true, T, hs, T, A, T, dO, C, dv, C3, causal, threaded_rows);
+}
+
+// Asks for the lines of `rows` rows of `cols` floats, `ld` apart, to be
+// brought into L2: the next head's operands, fetched while this head
+// computes (its rows inside qkv are far apart and would otherwise come
+// from memory one short stream at a time when the head starts).
+void prefetch_rows(const float* p, int rows, int cols, int64_t ld) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; c += 16)
+      __builtin_prefetch(p + r * ld + c, 0, 2);
+}
+
+// q, k and v of head bh = b * NH + h.
+void prefetch_head(const float* qkv, const Dims& d, int bh) {
+  const float* q =
+      qkv + (static_cast<int64_t>(bh / d.NH) * d.T * d.C3 + bh % d.NH * d.hs);
+  for (int part = 0; part < 3; ++part)
+    prefetch_rows(q + part * d.C, d.T, d.hs, d.C3);
 }
 
 }  // namespace
@@ -268,6 +182,8 @@ void attention_forward(
 #pragma omp parallel for schedule(static) if (per_head && BH > 1)
   for (int bh = 0; bh < BH; ++bh) {
     const int b = bh / d.NH, h = bh % d.NH;
+    if (bh + 1 < BH)
+      prefetch_head(qkvp, d, bh + 1);
     attention_head_forward(
         outp + (static_cast<int64_t>(b) * d.T * d.C + h * d.hs),
         attp + bh * TT,
@@ -320,6 +236,16 @@ void attention_backward(
   for (int bh = 0; bh < BH; ++bh) {
     const int b = bh / d.NH, h = bh % d.NH;
     const int64_t qoff = static_cast<int64_t>(b) * d.T * d.C3 + h * d.hs;
+    if (bh + 1 < BH) {
+      const int nb = (bh + 1) / d.NH, nh = (bh + 1) % d.NH;
+      prefetch_head(qkvp, d, bh + 1);
+      prefetch_rows(
+          doutp + (static_cast<int64_t>(nb) * d.T * d.C + nh * d.hs),
+          d.T,
+          d.hs,
+          d.C);
+      prefetch_rows(attp + (bh + 1) * TT, 1, static_cast<int>(TT), 0);
+    }
     attention_head_backward(
         dqkvp + qoff,
         dattp + bh * TT,

@@ -167,6 +167,10 @@ int64_t gemm_flops_done() {
   return g_flops.load(std::memory_order_relaxed);
 }
 
+void count_flops(int64_t flops) {
+  g_flops.fetch_add(flops, std::memory_order_relaxed);
+}
+
 const char* to_string(GemmBackend backend) {
   return backend == GemmBackend::kOpenBlas ? "openblas" : "onednn";
 }

@@ -29,36 +29,27 @@ namespace {
 // give the kernel's arithmetic for either.
 typedef float Vec __attribute__((vector_size(64)));
 
-// The first n (1..16) floats at p, the rest zero; the first n of v to p.
-// Nothing past p + n is touched (the last head's rows end the buffer).
-inline Vec load_part(const float* p, int n) {
+// v = the first n (1..16) floats at p, the rest zero; the first n of v to
+// p. Nothing past p + n is touched (the last head's rows end the buffer).
+// (Vectors pass by reference: by value they would change the ABI
+// without AVX-512.)
+inline void load_part(Vec& v, const float* p, int n) {
 #if defined(__AVX512F__)
-  return Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p));
+  v = Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p));
 #else
-  Vec v = {};
+  v = Vec{};
   for (int i = 0; i < n; ++i)
     v[i] = p[i];
-  return v;
 #endif
 }
 
-inline void store_part(float* p, Vec v, int n) {
+inline void store_part(float* p, const Vec& v, int n) {
 #if defined(__AVX512F__)
   _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), __m512(v));
 #else
   for (int i = 0; i < n; ++i)
     p[i] = v[i];
 #endif
-}
-
-inline Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline void store(float* p, Vec v) {
-  std::memcpy(p, &v, sizeof v);
 }
 
 // A(r, kk) = p[r * rs + kk * ks].
@@ -99,9 +90,11 @@ void tile(
     Vec bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v + 1 < NV; ++v)
-      bv[v] = load(bp + 16 * v);
-    bv[NV - 1] = last == 16 ? load(bp + 16 * (NV - 1))
-                            : load_part(bp + 16 * (NV - 1), last);
+      std::memcpy(&bv[v], bp + 16 * v, sizeof(Vec));
+    if (last == 16)
+      std::memcpy(&bv[NV - 1], bp + 16 * (NV - 1), sizeof(Vec));
+    else
+      load_part(bv[NV - 1], bp + 16 * (NV - 1), last);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Vec av = Vec{} + ap[r * a.rs];
@@ -114,9 +107,12 @@ void tile(
   for (int r = 0; r < R; ++r) {
     float* cr = c + r * ldc;
 #pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] *= alpha;
+#pragma GCC unroll 4
     for (int v = 0; v + 1 < NV; ++v)
-      store(cr + 16 * v, acc[r][v] * alpha);
-    store_part(cr + 16 * (NV - 1), acc[r][NV - 1] * alpha, last);
+      std::memcpy(cr + 16 * v, &acc[r][v], sizeof(Vec));
+    store_part(cr + 16 * (NV - 1), acc[r][NV - 1], last);
   }
 }
 
@@ -260,9 +256,12 @@ const float* pack_transposed(
       const int kw = std::min(16, K - k0);
 #if defined(__AVX512F__)
       __m512 x[16];
-      for (int i = 0; i < 16; ++i)
-        x[i] = j0 + i < N ? __m512(load_part(B + (j0 + i) * ldb + k0, kw))
-                          : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) {
+        Vec row = {};
+        if (j0 + i < N)
+          load_part(row, B + (j0 + i) * ldb + k0, kw);
+        x[i] = __m512(row);
+      }
       transpose16(x);
       for (int i = 0; i < kw; ++i)
         _mm512_storeu_ps(out + (k0 + i) * Np + j0, x[i]);

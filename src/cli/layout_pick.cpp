@@ -63,12 +63,10 @@ LinkCost rank0_fit(ProcessGroup& world, ProcessGroup& group, bool measures) {
   double v[2] = {0, 0};
   if (measures) {
     const LinkFit fit = measure_link_cost(group);
-    if (world.rank() == 0) {
-      v[0] = fit.link.alpha_s;
-      v[1] = fit.link.beta_s_per_byte;
-    }
+    v[0] = fit.link.alpha_s;
+    v[1] = fit.link.beta_s_per_byte;
   }
-  world.all_reduce(v, 2);  // rank 0's: the others add 0
+  world.share_from_rank0(v, 2);
   return {v[0], v[1]};
 }
 

@@ -388,7 +388,7 @@ MachineCost agreed_machine(
       m.update_s_per_param,
       m.ring_extra_forward_s,
       m.ring_extra_backward_s};
-  world.all_reduce(measured, 4);  // rank 0's: the others hold 0
+  world.share_from_rank0(measured, 4);
   m.gflops = measured[0];
   m.update_s_per_param = measured[1];
   m.ring_extra_forward_s = measured[2];

@@ -1,5 +1,6 @@
 #include "comm/process_group.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -214,6 +215,12 @@ void ProcessGroup::all_reduce(float* buf, int64_t count, ReduceOp op) {
 
 void ProcessGroup::all_reduce(double* buf, int64_t count, ReduceOp op) {
   all_reduce_async(buf, count, op)->wait();
+}
+
+void ProcessGroup::share_from_rank0(double* buf, int64_t count) {
+  if (rank() != 0)
+    std::fill(buf, buf + count, 0.0);
+  all_reduce(buf, count);
 }
 
 void ProcessGroup::reduce_scatter(const float* in, float* out, int64_t count) {

@@ -164,6 +164,10 @@ class ProcessGroup {
   // Blocking forms: the async call followed by wait().
   void all_reduce(float* buf, int64_t count, ReduceOp op = ReduceOp::kSum);
   void all_reduce(double* buf, int64_t count, ReduceOp op = ReduceOp::kSum);
+  // Rank 0's buf on every rank: an all-reduce to which the other ranks
+  // add zeros (x + 0 keeps NaN and infinities), for the few numbers one
+  // rank measured or computed. What the other ranks hold is overwritten.
+  void share_from_rank0(double* buf, int64_t count);
   void reduce_scatter(const float* in, float* out, int64_t count);
   void all_gather(const float* in, float* out, int64_t count);
   void broadcast(float* buf, int64_t count, int root);

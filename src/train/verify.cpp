@@ -297,15 +297,12 @@ std::vector<double> worst_of_runs(const double* v, int runs, int per) {
   return out;
 }
 
-// Rank 0's values of xs on every rank of `world` (the other ranks add
-// zeros to an all-reduce; x + 0 keeps NaN and infinities).
+// Rank 0's values of xs on every rank of `world`.
 void share_from_rank0(ProcessGroup& world, const std::vector<double*>& xs) {
-  std::vector<double> v(xs.size(), 0.0);
-  if (world.rank() == 0) {
-    for (size_t i = 0; i < xs.size(); ++i)
-      v[i] = *xs[i];
-  }
-  world.all_reduce(v.data(), static_cast<int64_t>(v.size()));
+  std::vector<double> v;
+  for (const double* x : xs)
+    v.push_back(*x);
+  world.share_from_rank0(v.data(), static_cast<int64_t>(v.size()));
   for (size_t i = 0; i < xs.size(); ++i)
     *xs[i] = v[i];
 }

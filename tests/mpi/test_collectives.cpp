@@ -6,7 +6,9 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <tuple>
 #include <utility>
@@ -92,6 +94,29 @@ TEST(MpiCollectives, AllReduceDouble) {
         -1)
         << "count " << count;
   }
+}
+
+// Every rank ends with rank 0's numbers, NaN and infinities included,
+// whatever the others held, on the world and on a sub-group.
+TEST(MpiCollectives, ShareFromRank0) {
+  ProcessGroup& pg = test::mpi_world();
+  const int r = pg.rank();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  auto check = [](ProcessGroup& g, int world_rank) {
+    const double ours[4] = {1.5, -2.25, inf, -inf};
+    double v[5] = {1.5, -2.25, inf, -inf, std::nan("")};
+    if (g.rank() != 0) {
+      for (double& x : v)
+        x = 7.0 + world_rank;
+    }
+    g.share_from_rank0(v, 5);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(v[i], ours[i]) << "rank " << world_rank << " value " << i;
+    EXPECT_TRUE(std::isnan(v[4])) << "rank " << world_rank << ": " << v[4];
+  };
+  check(pg, r);
+  std::unique_ptr<ProcessGroup> odd = pg.split(r % 2, r, "share_odd");
+  check(*odd, r);
 }
 
 TEST(MpiCollectives, ReduceScatter) {

@@ -26,10 +26,7 @@ std::string track_name(int rank, const double* header, const Mesh& mesh) {
 
 void align_trace_origin(Tracer& tracer, Mesh& mesh) {
   double origin = Tracer::clock_now();
-  // Rank 0's value reaches every rank (the others add 0).
-  if (mesh.rank() != 0)
-    origin = 0;
-  mesh.world().all_reduce(&origin, 1);
+  mesh.world().share_from_rank0(&origin, 1);
   tracer.set_origin(origin);
 }
 

@@ -64,6 +64,16 @@ void linear(
   s.push_back({true, false, out, in, rows, out, in, 1.0f, count});
 }
 
+// GFLOP of attention's head products in a step of `batch` samples of T
+// tokens: scores and weighted sum over the pairs the mask leaves (the
+// count in the models' flops_per_sample), 2 hs FLOPs per pair and head
+// each, 3x for forward and backward.
+double attention_gflop(int batch, int T, bool causal, int dim, int depth) {
+  return 3.0 * depth * 4.0 *
+         static_cast<double>(ndt::ops::attention_scores(T, causal)) * dim *
+         batch / 1e9;
+}
+
 Model mlp() {  // batch 256, 784 -> 1024 -> 1024 -> 10
   Model m{"mlp", {}, 0.0};
   linear(m.shapes, 256, 784, 1024, 1, false);
@@ -81,9 +91,7 @@ Model vit() {  // batch 64, 32x32x3, patch 4, dim 192, depth 6, 3 heads
   linear(m.shapes, rows, dim, 4 * dim, depth, true);
   linear(m.shapes, rows, 4 * dim, dim, depth, true);
   linear(m.shapes, 64, dim, 10, 1, true);  // head on the class token
-  // Attention: scores and weighted sum over all T x T pairs, 2 hs FLOPs
-  // per pair and head each, 3x for forward and backward.
-  m.other_gflop = 3.0 * depth * 4.0 * t * t * dim * 64 / 1e9;
+  m.other_gflop = attention_gflop(64, t, false, dim, depth);
   return m;
 }
 
@@ -95,11 +103,7 @@ Model gpt() {  // batch 8, context 256, dim 384, depth 6, vocab 256
   linear(m.shapes, rows, dim, 4 * dim, depth, true);
   linear(m.shapes, rows, 4 * dim, dim, depth, true);
   linear(m.shapes, rows, dim, 256, 1, true);
-  // Causal attention (the score pairs the mask leaves; 2 products forward
-  // and 4 backward, 2 hs FLOPs per pair and head each), the count in
-  // GPT::flops_per_sample.
-  m.other_gflop = 3.0 * depth * 4.0 *
-                  double(ndt::ops::attention_scores(256, true)) * dim * 8 / 1e9;
+  m.other_gflop = attention_gflop(8, 256, true, dim, depth);
   return m;
 }
 

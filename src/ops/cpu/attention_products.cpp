@@ -71,19 +71,17 @@ void tile(
     float* c,
     int64_t ldc,
     int last) {
+  // C's lines are usually not in cache: fetch them for writing while the
+  // products run.
   Vec acc[R][NV];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
+    for (int v = 0; v < NV; ++v) {
       acc[r][v] = Vec{};
-      // C's lines are usually not in cache: fetch them for writing while the
-      // products run.
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
       __builtin_prefetch(c + r * ldc + 16 * v, 1, 3);
+    }
+  }
   const float* ap = a.p + k0 * a.ks;
   const float* bp = b + k0 * ldb;
   for (int kk = k0; kk < k1; ++kk, ap += a.ks, bp += ldb) {
@@ -244,11 +242,15 @@ inline void transpose16(__m512 (&x)[16]) {
 #pragma GCC diagnostic pop
 #endif
 
-// B [N, K] (rows ldb apart) transposed into buf as [K, Np], Np = N rounded
-// up to whole vectors, the padding zero.
+// B [N, K] (rows ldb apart) transposed into buf as [K, Np], Np >= N a
+// whole number of vectors, the padding zero.
 const float* pack_transposed(
-    std::vector<float>& buf, int N, int K, const float* B, int64_t ldb) {
-  const int64_t Np = (N + 15) / 16 * 16;
+    std::vector<float>& buf,
+    int N,
+    int64_t Np,
+    int K,
+    const float* B,
+    int64_t ldb) {
   buf.resize(static_cast<size_t>(K) * Np);
   float* out = buf.data();
   for (int j0 = 0; j0 < N; j0 += 16) {
@@ -302,7 +304,8 @@ void head_scores(
     bool causal,
     bool threaded) {
   thread_local std::vector<float> bt_buf;
-  const float* bt = pack_transposed(bt_buf, N, K, B, ldb);
+  const int64_t Np = (N + 15) / 16 * 16;
+  const float* bt = pack_transposed(bt_buf, N, Np, K, B, ldb);
   product(
       M,
       N,
@@ -310,7 +313,7 @@ void head_scores(
       alpha,
       Strided{A, lda, 1},
       bt,
-      (N + 15) / 16 * 16,
+      Np,
       C,
       ldc,
       causal ? Diag::kColumnsToRow : Diag::kNone,

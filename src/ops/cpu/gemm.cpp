@@ -193,7 +193,7 @@ void gemm(
   if (M == 0 || N == 0)
     return;
   NDT_ASSERT(ldc >= std::max(1, N), "gemm ldc ", ldc, " < N ", N);
-  g_flops.fetch_add(2 * int64_t{M} * N * K, std::memory_order_relaxed);
+  count_flops(2 * int64_t{M} * N * K);
   if (K == 0) {
     // op(A) op(B) is zero; BLAS argument checks would reject lda = 0.
     for (int i = 0; i < M; ++i) {

@@ -24,6 +24,7 @@
 
 #include "base/check.h"
 #include "ops/cpu/attention_products.h"
+#include "ops/cpu/parallel_for.h"
 #include "ops/cpu/simd.h"
 #include "ops/ops.h"
 
@@ -79,17 +80,16 @@ void attention_head_forward(
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   detail::head_scores(
       T, T, hs, scale, q, C3, k, C3, A, T, causal, threaded_rows);
-#pragma omp parallel for schedule(static) if (threaded_rows)
-  for (int i = 0; i < T; ++i) {
-    float* row = A + static_cast<int64_t>(i) * T;
-    const int len = causal ? i + 1 : T;
+  detail::parallel_for(threaded_rows, T, [&](int64_t i) {
+    float* row = A + i * T;
+    const int len = causal ? static_cast<int>(i) + 1 : T;
     const float m = detail::max_lanes(row, len);
     const float inv = 1.0f / detail::exp_sub_sum(row, row, m, len);
     for (int j = 0; j < len; ++j)
       row[j] *= inv;
     for (int j = len; j < T; ++j)
       row[j] = 0.0f;
-  }
+  });
   detail::head_weighted(
       false, T, hs, T, A, T, v, C3, o, d.C, causal, threaded_rows);
 }
@@ -114,18 +114,18 @@ void attention_head_backward(
       T, T, hs, 1.0f, dO, C, v, C3, D, T, causal, threaded_rows);
   // D <- scale * A * (D - rowsum(D A)); the masked entries the products
   // below read (up to kCausalReach past the diagonal) are zeroed.
-#pragma omp parallel for schedule(static) if (threaded_rows)
-  for (int i = 0; i < T; ++i) {
-    float* drow = D + static_cast<int64_t>(i) * T;
-    const float* arow = A + static_cast<int64_t>(i) * T;
-    const int len = causal ? i + 1 : T;
-    const int end = std::min(T, i + detail::kCausalReach);
+  detail::parallel_for(threaded_rows, T, [&](int64_t i) {
+    float* drow = D + i * T;
+    const float* arow = A + i * T;
+    const int len = causal ? static_cast<int>(i) + 1 : T;
+    const int end =
+        static_cast<int>(std::min<int64_t>(T, i + detail::kCausalReach));
     const float s = detail::dot_lanes(drow, arow, len);
     for (int j = 0; j < len; ++j)
       drow[j] = scale * arow[j] * (drow[j] - s);
     for (int j = len; j < end; ++j)
       drow[j] = 0.0f;
-  }
+  });
   // dq = D k; dk = D^T q and dv = A^T dO, key j summed over the queries
   // that see it (j onwards, causal).
   detail::head_weighted(

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cpu/parallel_for.h"
 #include "ops/ops.h"
 
 #if defined(__AVX512F__)
@@ -183,9 +184,8 @@ void product(
     bool threaded) {
   const int rows = N > 32 ? 6 : kCausalReach;
   const int tiles = (M + rows - 1) / rows;
-#pragma omp parallel for schedule(static) if (threaded && tiles > 1)
-  for (int t = 0; t < tiles; ++t) {
-    const int r0 = t * rows, r1 = std::min(M, r0 + rows);
+  parallel_for(threaded && tiles > 1, tiles, [&](int64_t t) {
+    const int r0 = static_cast<int>(t) * rows, r1 = std::min(M, r0 + rows);
     int k0 = 0, k1 = K, n1 = N;
     switch (diag) {
       case Diag::kNone:
@@ -207,7 +207,7 @@ void product(
       tile_for(r1 - r0, (w + 15) / 16)(
           k0, k1, alpha, at, b + n0, ldb, c + r0 * ldc + n0, ldc, last);
     }
-  }
+  });
 }
 
 #if defined(__AVX512F__)

@@ -58,7 +58,7 @@ Tensor Linear::forward(const Tensor& x, Context& ctx) {
       Tensor pre(y.shape(), MemTag::kActs);
       ops::linear_forward(pre, x, weight_.value, none);
       ops::bias_gelu_forward(y, pre, bias_.value);
-      ctx.saved = {x, pre};
+      ctx.saved = {x, pre};  // pre now holds GELU's slope
       return y;
     }
   }

@@ -95,11 +95,14 @@ void bias_add_backward(Tensor& db, const Tensor& dy);
 void gelu_forward(Tensor& y, const Tensor& x);
 void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
 
-// Fused: pre [N, C] += b; y = gelu(pre). One pass over memory.
+// Fused, one pass over memory: y = gelu(pre + b) for pre [N, C], and pre
+// is overwritten with the slope gelu'(pre + b), all that the backward
+// needs (so it computes no exp).
 void bias_gelu_forward(Tensor& y, Tensor& pre, const Tensor& b);
-// dpre = dy * gelu'(pre); db += sum dpre (db may be undefined).
+// dpre = dy * slope (the slope bias_gelu_forward left); db += sum dpre (db
+// may be undefined).
 void bias_gelu_backward(
-    Tensor& dpre, Tensor& db, const Tensor& dy, const Tensor& pre);
+    Tensor& dpre, Tensor& db, const Tensor& dy, const Tensor& slope);
 
 // ReLU (used by the MLP when configured).
 void relu_forward(Tensor& y, const Tensor& x);

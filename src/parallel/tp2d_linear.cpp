@@ -145,7 +145,7 @@ Tensor Linear2d::forward(const Tensor& x_in, Context& ctx) {
   if (act_ == Act::kGelu) {
     Tensor out(y.shape(), MemTag::kActs);
     ops::bias_gelu_forward(out, y, b);
-    ctx.saved.push_back(y);
+    ctx.saved.push_back(y);  // y now holds GELU's slope
     return out;
   }
   ops::bias_add_forward(y, b);

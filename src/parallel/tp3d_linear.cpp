@@ -94,7 +94,7 @@ Tensor Linear3d::forward(const Tensor& x_in, Context& ctx) {
   if (act_ == Act::kGelu) {
     Tensor out(y.shape(), MemTag::kActs);
     ops::bias_gelu_forward(out, y, bias_.value);
-    ctx.saved.push_back(y);
+    ctx.saved.push_back(y);  // y now holds GELU's slope
     return out;
   }
   ops::bias_add_forward(y, bias_.value);

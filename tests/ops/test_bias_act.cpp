@@ -121,7 +121,7 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
   EXPECT_LE(test::grad_check(x, dx, loss, 1e-2, 1e-3, 1e-2), 1.0);
 }
 
-TEST(BiasGelu, ForwardEqualsBiasAddThenGelu) {
+TEST(BiasGelu, ForwardEqualsBiasAddThenGeluAndLeavesTheSlope) {
   Tensor pre = test::randn({8, 24}, 5, "pre", 2.0f);
   Tensor b = test::randn({24}, 5, "b");
   Tensor pre2 = pre.clone(MemTag::kOther);
@@ -129,9 +129,13 @@ TEST(BiasGelu, ForwardEqualsBiasAddThenGelu) {
   ops::bias_gelu_forward(y, pre, b);
   ops::bias_add_forward(pre2, b);
   ops::gelu_forward(y2, pre2);
-  EXPECT_EQ(test::max_abs_diff(pre, pre2), 0.0);  // same single add
-  // Same formula; only FMA contraction may differ between the loops.
+  // pre now holds the slope gelu'(pre + b): GELU's backward of ones.
+  Tensor ones({8, 24}), slope({8, 24});
+  ones.fill_(1.0f);
+  ops::gelu_backward(slope, ones, pre2);
+  // Same formulas; only FMA contraction may differ between the loops.
   EXPECT_LE(test::close_ratio(y, y2, 1e-7, 1e-6), 1.0);
+  EXPECT_LE(test::close_ratio(pre, slope, 1e-7, 1e-6), 1.0);
 }
 
 void check_bias_gelu_backward(int N, int C, int samples) {
@@ -149,7 +153,7 @@ void check_bias_gelu_backward(int N, int C, int samples) {
   Tensor dpre({N, C});
   dpre.fill_(NAN);  // assigned
   Tensor db = Tensor::zeros({C});
-  ops::bias_gelu_backward(dpre, db, r, pre);
+  ops::bias_gelu_backward(dpre, db, r, pre);  // pre: the forward's slope
   // d loss / d x = dpre (pre = x + b); d loss / d b = db. Same tolerance
   // as GELU: h 1e-2, atol 1e-3, rtol 1e-2.
   EXPECT_LE(test::grad_check(x, dpre, loss, 1e-2, 1e-3, 1e-2, samples), 1.0);

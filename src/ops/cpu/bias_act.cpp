@@ -1,7 +1,7 @@
 // Bias add and the MLP activations (GELU tanh approximation, ReLU), plus the
 // fused bias + GELU pair.
 //
-//   y, x, pre, dy, dx, dpre  [N, C] (leading dims flattened)
+//   y, x, pre, slope, dy, dx, dpre  [N, C] (leading dims flattened)
 //   b, db                    [C]
 // Activation grads (dx, dpre) are assigned; db is accumulated (+=).
 //
@@ -33,11 +33,14 @@ inline float gelu(float x) {
   return x * gelu_sigmoid(x);
 }
 
-// d gelu / dx = s + 2 x s (1 - s) u'.
-inline float gelu_grad(float x) {
-  float s = gelu_sigmoid(x);
+// d gelu / dx = s + 2 x s (1 - s) u', given s = gelu_sigmoid(x).
+inline float gelu_slope(float x, float s) {
   float du = kGeluK * (1.0f + 3.0f * kGeluA * x * x);
   return s + 2.0f * x * s * (1.0f - s) * du;
+}
+
+inline float gelu_grad(float x) {
+  return gelu_slope(x, gelu_sigmoid(x));
 }
 
 void check_same(const Tensor& a, const Tensor& b, const char* what) {
@@ -169,38 +172,39 @@ void bias_gelu_forward(Tensor& y, Tensor& pre, const Tensor& b) {
     float* prow = pp + n * C;
     float* yrow = yp + n * C;
     for (int64_t c = 0; c < C; ++c) {
-      float v = prow[c] + bp[c];
-      prow[c] = v;
-      yrow[c] = gelu(v);
+      const float v = prow[c] + bp[c];
+      const float sig = gelu_sigmoid(v);
+      yrow[c] = v * sig;
+      prow[c] = gelu_slope(v, sig);
     }
   }
 }
 
 void bias_gelu_backward(
-    Tensor& dpre, Tensor& db, const Tensor& dy, const Tensor& pre) {
-  check_same(dpre, pre, "bias_gelu dpre");
-  check_same(dy, pre, "bias_gelu dy");
-  const int64_t C = pre.dim(-1);
-  const int64_t N = pre.numel() / C;
-  const float* pp = pre.data();
+    Tensor& dpre, Tensor& db, const Tensor& dy, const Tensor& slope) {
+  check_same(dpre, slope, "bias_gelu dpre");
+  check_same(dy, slope, "bias_gelu dy");
+  const int64_t C = slope.dim(-1);
+  const int64_t N = slope.numel() / C;
+  const float* sp = slope.data();
   const float* g = dy.data();
   float* dp = dpre.data();
   if (!db.defined()) {
-    const int64_t n = pre.numel();
+    const int64_t n = slope.numel();
     const bool threaded = n >= detail::kMinParallelWork;
 #pragma omp parallel for simd schedule(static) if (threaded)
     for (int64_t i = 0; i < n; ++i)
-      dp[i] = g[i] * gelu_grad(pp[i]);
+      dp[i] = g[i] * sp[i];
     return;
   }
   NDT_ASSERT(db.numel() == C, "bias_gelu db ", shape_str(db.shape()));
   // One pass: dpre of each row, summed into its chunk's partial of db.
   sum_rows_by_chunks(db.data(), N, C, [&](int64_t n, float* acc) {
-    const float* prow = pp + n * C;
+    const float* srow = sp + n * C;
     const float* grow = g + n * C;
     float* drow = dp + n * C;
     for (int64_t c = 0; c < C; ++c) {
-      const float d = grow[c] * gelu_grad(prow[c]);
+      const float d = grow[c] * srow[c];
       drow[c] = d;
       acc[c] += d;
     }

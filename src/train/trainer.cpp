@@ -399,11 +399,17 @@ TrainSummary run_training(
   const bool is_lm = config.model.kind == ModelKind::kGpt;
   align_trace_origin(engine.tracer(), mesh);
   auto t_start = Clock::now();
+  // A logging window's training time: from t_window to now, plus what
+  // ran before each evaluation or checkpoint inside the window
+  // (window_seconds), so that neither the pauses nor the steps before
+  // them are lost.
   auto t_window = t_start;
+  double window_seconds = 0;
   double train_seconds = 0;
   int64_t window_steps = 0;
 
   auto run_eval = [&](int64_t step) {
+    window_seconds += seconds_since(t_window);
     auto t0 = Clock::now();
     EvalResult r = engine.evaluate(step);
     NDT_CHECK(
@@ -434,6 +440,7 @@ TrainSummary run_training(
     t_window = Clock::now();  // keep eval out of throughput
   };
   auto checkpoint = [&](int64_t step) {
+    window_seconds += seconds_since(t_window);
     check_finite_state(engine, step);
     std::string dir = save_run_checkpoint(config, engine, step);
     if (lead)
@@ -469,7 +476,8 @@ TrainSummary run_training(
 
     const bool last = step + 1 == config.train.steps;
     if ((step + 1) % config.train.log_every == 0 || last) {
-      double dt = seconds_since(t_window);
+      double dt = window_seconds + seconds_since(t_window);
+      window_seconds = 0;
       train_seconds += dt;
       double sps = window_steps * B / dt;
       double mfu = window_steps * flops_per_step / dt / (peak * 1e9 * ranks);

@@ -10,7 +10,7 @@ namespace ndt {
 // GFLOP/s of the widest fused multiply-add the build targets (AVX-512,
 // else AVX2 FMA, else scalar) on every thread at once: independent
 // accumulator chains, enough to cover the FMA latency on two ports, no
-// memory traffic; best of a few repetitions (~0.3 s).
+// memory traffic; best of the repetitions in at least 0.1 s.
 double measure_fma_peak_gflops();
 
 // Sizes of the square sgemm measured: by `ndtrain peak` and the planner

@@ -96,7 +96,9 @@ void tile(
       load_part(bv[NV - 1], bp + 16 * (NV - 1), last);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const Vec av = Vec{} + ap[r * a.rs];
+      // x - 0 is x for every x, so this is a broadcast load; 0 + x is not
+      // (-0 + 0 = +0), and cost a scalar add before each broadcast.
+      const Vec av = ap[r * a.rs] - Vec{};
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v)
         acc[r][v] += av * bv[v];

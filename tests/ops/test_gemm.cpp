@@ -120,6 +120,30 @@ void check_gemm(const GemmCase& s, bool ta, bool tb, float beta, int pad = 3) {
   EXPECT_LE(worst, 1.0);
 }
 
+// The same product x w^T (dense rows) computed twice gives the same bits.
+void expect_same_bits_twice(const GemmCase& s, uint64_t seed) {
+  Tensor A = test::randn({s.M, s.K}, seed, "A");
+  Tensor B = test::randn({s.N, s.K}, seed + 1, "B");
+  Tensor C1({s.M, s.N}, MemTag::kOther), C2({s.M, s.N}, MemTag::kOther);
+  for (Tensor* C : {&C1, &C2}) {
+    ops::gemm(
+        false,
+        true,
+        s.M,
+        s.N,
+        s.K,
+        1.0f,
+        A.data(),
+        s.K,
+        B.data(),
+        s.K,
+        0.0f,
+        C->data(),
+        s.N);
+  }
+  EXPECT_EQ(test::max_abs_diff(C1, C2), 0.0);
+}
+
 // For one test: oneDNN as the GEMM library; the process's library and
 // thread count come back when it ends, however it ends.
 struct OnOneDnn {
@@ -174,34 +198,15 @@ TEST(Gemm, ColumnSplitMatchesReferenceAtSeveralThreads) {
         }
       }
     }
-    const GemmCase s{64, 520, 33};
-    Tensor A = test::randn({s.M, s.K}, 5, "A");
-    Tensor B = test::randn({s.N, s.K}, 6, "B");
-    Tensor C1({s.M, s.N}, MemTag::kOther), C2({s.M, s.N}, MemTag::kOther);
-    for (Tensor* C : {&C1, &C2}) {
-      ops::gemm(
-          false,
-          true,
-          s.M,
-          s.N,
-          s.K,
-          1.0f,
-          A.data(),
-          s.K,
-          B.data(),
-          s.K,
-          0.0f,
-          C->data(),
-          s.N);
-    }
-    EXPECT_EQ(test::max_abs_diff(C1, C2), 0.0);
+    expect_same_bits_twice(GemmCase{64, 520, 33}, 5);
   }
 }
 
 // oneDNN runs 1-thread products with a transposed B through cached matmul
 // primitives (gemm.cpp, onednn_matmul.cpp; dense rows, as the layers
 // call it, or padded ones, which fall back to dnnl_sgemm): each shape at 1
-// thread and, on dnnl_sgemm, at 2 and 3, several betas and a second call
+// thread and at 2 and 3 (dnnl_sgemm, or the row split for 1100 rows and
+// 80 columns), several betas and a second call
 // on other buffers (a cache hit), and from inside a parallel region, where
 // every thread runs its own product on one thread.
 TEST(Gemm, TransposedBMatmulMatchesReference) {
@@ -255,6 +260,28 @@ TEST(Gemm, TransposedBMatmulMatchesReference) {
       worst = std::max(worst, std::fabs(got - ref[i]));
     }
     EXPECT_LE(worst, 1e-5);  // |C| ~ 0.125 sqrt(K) = 1: fp32 sums of 64
+  }
+}
+
+// oneDNN at several threads splits a layer's forward with many rows and at
+// most 640 columns (x w^T, dense rows) into per-thread row blocks, each a
+// 1-thread matmul primitive (gemm.cpp, row_split_threads): row counts that
+// are not multiples of the 8-row block, several betas, padded leading
+// dimensions (not split: dnnl_sgemm); and the same call twice gives the
+// same bits.
+TEST(Gemm, RowSplitMatchesReferenceAtSeveralThreads) {
+  const OnOneDnn on_onednn;
+  const GemmCase cases[] = {{1037, 200, 70}, {600, 640, 33}, {2050, 64, 130}};
+  for (int t : {2, 3}) {
+    ops::set_num_threads(t);
+    SCOPED_TRACE(testing::Message() << "threads=" << t);
+    for (const GemmCase& s : cases) {
+      for (int pad : {0, 3}) {
+        for (float beta : {-0.5f, 0.0f, 1.0f})
+          check_gemm(s, false, true, beta, pad);
+      }
+    }
+    expect_same_bits_twice(GemmCase{777, 96, 48}, 9);
   }
 }
 

@@ -1,7 +1,8 @@
 // Row-major SGEMM on OpenBLAS or oneDNN (ops.h, GemmBackend). With oneDNN
 // most products run through dnnl_sgemm, those with a transposed B through
-// a cached matmul primitive (onednn_matmul.h; use_matmul below), and
-// weight gradients (transposed A) in slices of their long K (kTnMaxK).
+// a cached matmul primitive (onednn_matmul.h; use_matmul below; at several
+// threads, per thread on its block of rows: matmul_by_rows), and weight
+// gradients (transposed A) in slices of their long K (kTnMaxK).
 //
 // Shapes (row-major, leading dimension = elements between rows):
 //   A: op(A) [M, K]; stored [M, K] (lda >= K) or, transposed, [K, M]
@@ -93,6 +94,69 @@ bool use_matmul(
   if (!omp_in_parallel() && omp_get_max_threads() > 1)
     return false;
   return M <= kMaxRowsWide || N <= kMaxColsTall;
+}
+
+// Row split (oneDNN, several threads, outside a parallel region): a
+// layer's forward (x w^T, A and B densely packed) with many rows, which
+// the column split leaves to oneDNN, runs each thread's block of rows as
+// one single-threaded matmul primitive inside one parallel region. On one
+// thread the primitive runs these shapes at 97% of the FMA peak; oneDNN's
+// own threading of dnnl_sgemm left threads waiting (bench/gemm.sh, 2
+// threads, GFLOP/s: 2048x384x1536 171-178 -> 222-224, 2048x128x512 185 ->
+// 227, 2048x384x128 205-214 -> 215-226). Wider products measured slower
+// split (4160x768x192 217 -> 191, 2048x1536x384 220 -> 211), hence
+// kRowSplitMaxCols (docs/performance.md, "Forward products split by
+// rows"). Each row of C comes from one single-threaded call whose blocks
+// depend only on the shape and the thread count.
+constexpr int kRowSplitMinRows = 512, kRowSplitMaxCols = 640;
+
+// Threads to split a oneDNN product over by rows (1: no split), each
+// with at least 256 rows.
+int row_split_threads(
+    bool trans_a, bool trans_b, int M, int N, int K, int lda, int ldb) {
+  if (!trans_b || trans_a || lda != K || ldb != K || N < 64 ||
+      N > kRowSplitMaxCols || M < kRowSplitMinRows || omp_in_parallel() ||
+      column_split_threads(M, N) > 1)
+    return 1;
+  return std::max(1, std::min(omp_get_max_threads(), M / 256));
+}
+
+// C = alpha A B^T + beta C, each of `threads` threads its block of rows
+// (a multiple of 8); A and B rows are K long, ldc >= N.
+void matmul_by_rows(
+    int threads,
+    int M,
+    int N,
+    int K,
+    float alpha,
+    const float* A,
+    const float* B,
+    float beta,
+    float* C,
+    int ldc) {
+  std::atomic<int> failed{dnnl_success};
+#pragma omp parallel num_threads(threads)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int blocks = (M + 7) / 8;
+    const int i0 = std::min(M, blocks * t / nt * 8);
+    const int i1 = std::min(M, blocks * (t + 1) / nt * 8);
+    if (i1 > i0) {
+      const float* a = A + static_cast<int64_t>(i0) * K;
+      float* c = C + static_cast<int64_t>(i0) * ldc;
+      if (!onednn_matmul(
+              false, true, i1 - i0, N, K, alpha, a, K, B, K, beta, c, ldc)) {
+        const dnnl_status_t s = dnnl_sgemm(
+            'N', 'T', i1 - i0, N, K, alpha, a, K, B, K, beta, c, ldc);
+        if (s != dnnl_success)
+          failed.store(s, std::memory_order_relaxed);
+      }
+    }
+  }
+  NDT_ASSERT(
+      failed.load() == dnnl_success,
+      "dnnl_sgemm failed with status ",
+      failed.load());
 }
 
 // dnnl_sgemm, split by columns over the threads where
@@ -208,6 +272,12 @@ void gemm(
   NDT_ASSERT(
       ldb >= std::max(1, trans_b ? K : N), "gemm ldb ", ldb, " too small");
   if (gemm_backend() == GemmBackend::kOneDnn) {
+    const int row_threads =
+        row_split_threads(trans_a, trans_b, M, N, K, lda, ldb);
+    if (row_threads > 1) {
+      matmul_by_rows(row_threads, M, N, K, alpha, A, B, beta, C, ldc);
+      return;
+    }
     if (use_matmul(trans_a, trans_b, M, N, K, lda, ldb) &&
         onednn_matmul(
             trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))

@@ -96,6 +96,27 @@ bool use_matmul(
   return M <= kMaxRowsWide || N <= kMaxColsTall;
 }
 
+// Runs part(i0, i1) in one parallel region of `threads` threads, each on
+// its block of [0, n): bounds multiples of `align` that depend only on n
+// and the thread count. Returns the first failure's status, or success.
+template <typename Part>
+dnnl_status_t split_over_threads(int threads, int n, int align, Part&& part) {
+  std::atomic<int> failed{dnnl_success};
+#pragma omp parallel num_threads(threads)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int blocks = (n + align - 1) / align;
+    const int i0 = std::min(n, blocks * t / nt * align);
+    const int i1 = std::min(n, blocks * (t + 1) / nt * align);
+    if (i1 > i0) {
+      const dnnl_status_t s = part(i0, i1);
+      if (s != dnnl_success)
+        failed.store(s, std::memory_order_relaxed);
+    }
+  }
+  return static_cast<dnnl_status_t>(failed.load());
+}
+
 // Row split (oneDNN, several threads, outside a parallel region): a
 // layer's forward (x w^T, A and B densely packed) with many rows, which
 // the column split leaves to oneDNN, runs each thread's block of rows as
@@ -123,7 +144,7 @@ int row_split_threads(
 
 // C = alpha A B^T + beta C, each of `threads` threads its block of rows
 // (a multiple of 8); A and B rows are K long, ldc >= N.
-void matmul_by_rows(
+dnnl_status_t matmul_by_rows(
     int threads,
     int M,
     int N,
@@ -134,29 +155,14 @@ void matmul_by_rows(
     float beta,
     float* C,
     int ldc) {
-  std::atomic<int> failed{dnnl_success};
-#pragma omp parallel num_threads(threads)
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int blocks = (M + 7) / 8;
-    const int i0 = std::min(M, blocks * t / nt * 8);
-    const int i1 = std::min(M, blocks * (t + 1) / nt * 8);
-    if (i1 > i0) {
-      const float* a = A + static_cast<int64_t>(i0) * K;
-      float* c = C + static_cast<int64_t>(i0) * ldc;
-      if (!onednn_matmul(
-              false, true, i1 - i0, N, K, alpha, a, K, B, K, beta, c, ldc)) {
-        const dnnl_status_t s = dnnl_sgemm(
-            'N', 'T', i1 - i0, N, K, alpha, a, K, B, K, beta, c, ldc);
-        if (s != dnnl_success)
-          failed.store(s, std::memory_order_relaxed);
-      }
-    }
-  }
-  NDT_ASSERT(
-      failed.load() == dnnl_success,
-      "dnnl_sgemm failed with status ",
-      failed.load());
+  return split_over_threads(threads, M, 8, [&](int i0, int i1) {
+    const float* a = A + static_cast<int64_t>(i0) * K;
+    float* c = C + static_cast<int64_t>(i0) * ldc;
+    if (onednn_matmul(
+            false, true, i1 - i0, N, K, alpha, a, K, B, K, beta, c, ldc))
+      return dnnl_success;
+    return dnnl_sgemm('N', 'T', i1 - i0, N, K, alpha, a, K, B, K, beta, c, ldc);
+  });
 }
 
 // dnnl_sgemm, split by columns over the threads where
@@ -185,20 +191,7 @@ dnnl_status_t onednn_sgemm(
   const int threads = column_split_threads(M, N);
   if (threads < 2)
     return columns(0, N);
-  std::atomic<int> failed{dnnl_success};
-#pragma omp parallel num_threads(threads)
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int blocks = (N + 15) / 16;
-    const int j0 = std::min(N, blocks * t / nt * 16);
-    const int j1 = std::min(N, blocks * (t + 1) / nt * 16);
-    if (j1 > j0) {
-      const dnnl_status_t s = columns(j0, j1);
-      if (s != dnnl_success)
-        failed.store(s, std::memory_order_relaxed);
-    }
-  }
-  return static_cast<dnnl_status_t>(failed.load());
+  return split_over_threads(threads, N, 16, columns);
 }
 
 // Weight gradients (TN: dy^T x, the contraction over the rows of a batch)
@@ -275,7 +268,9 @@ void gemm(
     const int row_threads =
         row_split_threads(trans_a, trans_b, M, N, K, lda, ldb);
     if (row_threads > 1) {
-      matmul_by_rows(row_threads, M, N, K, alpha, A, B, beta, C, ldc);
+      const dnnl_status_t st =
+          matmul_by_rows(row_threads, M, N, K, alpha, A, B, beta, C, ldc);
+      NDT_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", st);
       return;
     }
     if (use_matmul(trans_a, trans_b, M, N, K, lda, ldb) &&

@@ -11,12 +11,13 @@
 //
 // Each (b, h) is a handful of small products on strided views of qkv
 // (lda = 3C; attention_products.h), so nothing is copied per head but k's
-// or v's transpose for the scores. While one head computes, the next
-// head's rows are prefetched. With at least as many (b, h) pairs as threads
-// they run in parallel, each on one thread; otherwise heads run in turn
-// with their products and row loops split over the threads. Causal
-// attention computes the scores up to the diagonal (and a few past it), so
-// about half the products are skipped.
+// or v's transpose for the scores, and two row passes (the softmax and its
+// gradient; attention_rows.h). While one head computes, the next head's
+// rows are prefetched. With at least as many (b, h) pairs as threads they
+// run in parallel, each on one thread; otherwise heads run in turn with
+// their products and row loops split over the threads. Causal attention
+// computes the scores up to the diagonal (and a few past it), so about
+// half the products are skipped.
 #include <omp.h>
 
 #include <algorithm>
@@ -24,8 +25,8 @@
 
 #include "base/check.h"
 #include "ops/cpu/attention_products.h"
+#include "ops/cpu/attention_rows.h"
 #include "ops/cpu/parallel_for.h"
-#include "ops/cpu/simd.h"
 #include "ops/ops.h"
 
 namespace ndt::ops {
@@ -67,7 +68,8 @@ int64_t attention_scores(int T, bool causal) {
 
 namespace {
 
-void attention_head_forward(
+// Each head function returns the FLOPs of its products.
+int64_t attention_head_forward(
     float* o,
     float* A,
     const float* q,
@@ -78,23 +80,17 @@ void attention_head_forward(
   const float* k = q + d.C;
   const float* v = q + 2 * d.C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  detail::head_scores(
+  const int64_t flops = detail::head_scores(
       T, T, hs, scale, q, C3, k, C3, A, T, causal, threaded_rows);
   detail::parallel_for(threaded_rows, T, [&](int64_t i) {
-    float* row = A + i * T;
-    const int len = causal ? static_cast<int>(i) + 1 : T;
-    const float m = detail::max_lanes(row, len);
-    const float inv = 1.0f / detail::exp_sub_sum(row, row, m, len);
-    for (int j = 0; j < len; ++j)
-      row[j] *= inv;
-    for (int j = len; j < T; ++j)
-      row[j] = 0.0f;
+    detail::softmax_row(A + i * T, causal ? static_cast<int>(i) + 1 : T, T);
   });
-  detail::head_weighted(
-      false, T, hs, T, A, T, v, C3, o, d.C, causal, threaded_rows);
+  return flops +
+         detail::head_weighted(
+             false, T, hs, T, A, T, v, C3, o, d.C, causal, threaded_rows);
 }
 
-void attention_head_backward(
+int64_t attention_head_backward(
     float* dq,
     float* D,
     const float* dO,
@@ -110,30 +106,25 @@ void attention_head_backward(
   float* dv = dq + 2 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   // D = dO v^T on the keys each query sees.
-  detail::head_scores(
+  int64_t flops = detail::head_scores(
       T, T, hs, 1.0f, dO, C, v, C3, D, T, causal, threaded_rows);
   // D <- scale * A * (D - rowsum(D A)); the masked entries the products
   // below read (up to kCausalReach past the diagonal) are zeroed.
   detail::parallel_for(threaded_rows, T, [&](int64_t i) {
-    float* drow = D + i * T;
-    const float* arow = A + i * T;
     const int len = causal ? static_cast<int>(i) + 1 : T;
     const int end =
         static_cast<int>(std::min<int64_t>(T, i + detail::kCausalReach));
-    const float s = detail::dot_lanes(drow, arow, len);
-    for (int j = 0; j < len; ++j)
-      drow[j] = scale * arow[j] * (drow[j] - s);
-    for (int j = len; j < end; ++j)
-      drow[j] = 0.0f;
+    detail::softmax_grad_row(D + i * T, A + i * T, len, end, T, scale);
   });
   // dq = D k; dk = D^T q and dv = A^T dO, key j summed over the queries
   // that see it (j onwards, causal).
-  detail::head_weighted(
+  flops += detail::head_weighted(
       false, T, hs, T, D, T, k, C3, dq, C3, causal, threaded_rows);
-  detail::head_weighted(
+  flops += detail::head_weighted(
       true, T, hs, T, D, T, q, C3, dk, C3, causal, threaded_rows);
-  detail::head_weighted(
-      true, T, hs, T, A, T, dO, C, dv, C3, causal, threaded_rows);
+  return flops +
+         detail::head_weighted(
+             true, T, hs, T, A, T, dO, C, dv, C3, causal, threaded_rows);
 }
 
 // Asks for the lines of `rows` rows of `cols` floats, `ld` apart, to be
@@ -179,12 +170,14 @@ void attention_forward(
   float* attp = att.data();
   const int BH = d.B * d.NH;
   const bool per_head = BH >= omp_get_max_threads();
-#pragma omp parallel for schedule(static) if (per_head && BH > 1)
+  int64_t flops = 0;
+#pragma omp parallel for schedule(static) if (per_head && BH > 1) \
+    reduction(+ : flops)
   for (int bh = 0; bh < BH; ++bh) {
     const int b = bh / d.NH, h = bh % d.NH;
     if (bh + 1 < BH)
       prefetch_head(qkvp, d, bh + 1);
-    attention_head_forward(
+    flops += attention_head_forward(
         outp + (static_cast<int64_t>(b) * d.T * d.C + h * d.hs),
         attp + bh * TT,
         qkvp + (static_cast<int64_t>(b) * d.T * d.C3 + h * d.hs),
@@ -192,6 +185,7 @@ void attention_forward(
         causal,
         !per_head);
   }
+  count_flops(flops);
 }
 
 void attention_backward(
@@ -232,7 +226,9 @@ void attention_backward(
   float* dattp = datt.data();
   const int BH = d.B * d.NH;
   const bool per_head = BH >= omp_get_max_threads();
-#pragma omp parallel for schedule(static) if (per_head && BH > 1)
+  int64_t flops = 0;
+#pragma omp parallel for schedule(static) if (per_head && BH > 1) \
+    reduction(+ : flops)
   for (int bh = 0; bh < BH; ++bh) {
     const int b = bh / d.NH, h = bh % d.NH;
     const int64_t qoff = static_cast<int64_t>(b) * d.T * d.C3 + h * d.hs;
@@ -246,7 +242,7 @@ void attention_backward(
           d.C);
       prefetch_rows(attp + (bh + 1) * TT, 1, static_cast<int>(TT), 0);
     }
-    attention_head_backward(
+    flops += attention_head_backward(
         dqkvp + qoff,
         dattp + bh * TT,
         doutp + (static_cast<int64_t>(b) * d.T * d.C + h * d.hs),
@@ -256,6 +252,7 @@ void attention_backward(
         causal,
         !per_head);
   }
+  count_flops(flops);
 }
 
 }  // namespace ndt::ops

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cpu/attention_rows.h"
 #include "ops/cpu/parallel_for.h"
 #include "ops/ops.h"
 
@@ -286,30 +287,6 @@ const float* pack_transposed(
 // reduction per entry here.
 constexpr int kDotColumns = 4;
 
-// Sum of a[kk] b[kk] over kk < K: with AVX-512, in 16 lanes (a masked
-// last vector) reduced by a fixed shuffle tree. (GCC 12's reduce
-// intrinsic warns as the transpose's shuffles do.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-float dot(const float* a, const float* b, int K) {
-#if defined(__AVX512F__)
-  __m512 s = _mm512_setzero_ps();
-  for (int kk = 0; kk < K; kk += 16) {
-    const __mmask16 m =
-        K - kk >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (K - kk)) - 1);
-    s = _mm512_fmadd_ps(
-        _mm512_maskz_loadu_ps(m, a + kk), _mm512_maskz_loadu_ps(m, b + kk), s);
-  }
-  return _mm512_reduce_add_ps(s);
-#else
-  float s = 0.0f;
-  for (int kk = 0; kk < K; ++kk)
-    s += a[kk] * b[kk];
-  return s;
-#endif
-}
-#pragma GCC diagnostic pop
-
 // Multiply-adds inside the causal mask of a product whose row r sees
 // entries [0, min(n, r + 1)) (from_row false) or [r, n) (true) of a length-n
 // dimension, the other one `width` long, times 2.
@@ -357,7 +334,7 @@ int64_t head_scores(
   if (dots > 0) {
     parallel_for(threaded, M, [&](int64_t r) {
       for (int j = tiled; j < N; ++j)
-        C[r * ldc + j] = alpha * dot(A + r * lda, B + j * ldb, K);
+        C[r * ldc + j] = alpha * dot_row(A + r * lda, B + j * ldb, K);
     });
   }
   return causal ? causal_flops(M, N, K, false) : int64_t{2} * M * N * K;

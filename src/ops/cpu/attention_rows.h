@@ -1,6 +1,7 @@
 // The row passes of attention (attention.cpp) between its head products:
-// a softmax over the keys a query sees, and its gradient. Internal to
-// src/ops/cpu.
+// a softmax over the keys a query sees, and its gradient; and the masked
+// dot product they and head_scores' last columns (attention_products.cpp)
+// share. Internal to src/ops/cpu.
 //
 // A row holds T floats, of which the first `len` (the keys the query sees)
 // are read. With AVX-512 each pass runs on 16-float vectors, the last one
@@ -76,6 +77,19 @@ inline void store_in_row(float* row, int j, int T, __m512 v) {
 }
 #endif
 
+// Sum of a[i] b[i] over i < n: with AVX-512 in 16 lanes (a masked last
+// vector) reduced by a fixed shuffle tree; elsewhere dot_lanes.
+inline float dot_row(const float* a, const float* b, int n) {
+#if defined(__AVX512F__)
+  __m512 s = _mm512_setzero_ps();
+  for (int j = 0; j < n; j += 16)
+    s = _mm512_fmadd_ps(row_at(a, j, n), row_at(b, j, n), s);
+  return _mm512_reduce_add_ps(s);
+#else
+  return dot_lanes(a, b, n);
+#endif
+}
+
 // row[0, len) <- softmax(row[0, len)), row[len, T) <- 0; 1 <= len <= T.
 inline void softmax_row(float* row, int len, int T) {
 #if defined(__AVX512F__)
@@ -117,12 +131,9 @@ inline void softmax_row(float* row, int len, int T) {
 // entries from end to T may be zeroed too. 1 <= len <= end <= T.
 inline void softmax_grad_row(
     float* d, const float* a, int len, int end, int T, float scale) {
+  const float sum = dot_row(d, a, len);
 #if defined(__AVX512F__)
-  __m512 sv = _mm512_setzero_ps();
-  for (int j = 0; j < len; j += 16) {
-    sv = _mm512_fmadd_ps(row_at(d, j, len), row_at(a, j, len), sv);
-  }
-  const __m512 s = _mm512_set1_ps(_mm512_reduce_add_ps(sv));
+  const __m512 s = _mm512_set1_ps(sum);
   const __m512 sc = _mm512_set1_ps(scale);
   int j = 0;
   for (; j < len; j += 16) {
@@ -138,9 +149,8 @@ inline void softmax_grad_row(
     store_in_row(d, j, T, _mm512_setzero_ps());
 #else
   (void)T;
-  const float s = dot_lanes(d, a, len);
   for (int j = 0; j < len; ++j)
-    d[j] = scale * a[j] * (d[j] - s);
+    d[j] = scale * a[j] * (d[j] - sum);
   for (int j = len; j < end; ++j)
     d[j] = 0.0f;
 #endif

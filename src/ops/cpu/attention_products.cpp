@@ -37,7 +37,7 @@ typedef float Vec __attribute__((vector_size(64)));
 // without AVX-512.)
 inline void load_part(Vec& v, const float* p, int n) {
 #if defined(__AVX512F__)
-  v = Vec(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p));
+  v = Vec(_mm512_maskz_loadu_ps(first_lanes(n), p));
 #else
   v = Vec{};
   for (int i = 0; i < n; ++i)
@@ -47,7 +47,7 @@ inline void load_part(Vec& v, const float* p, int n) {
 
 inline void store_part(float* p, const Vec& v, int n) {
 #if defined(__AVX512F__)
-  _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), __m512(v));
+  _mm512_mask_storeu_ps(p, first_lanes(n), __m512(v));
 #else
   for (int i = 0; i < n; ++i)
     p[i] = v[i];
@@ -187,30 +187,39 @@ void product(
     bool threaded) {
   const int rows = N > 32 ? 6 : kCausalReach;
   const int tiles = (M + rows - 1) / rows;
-  parallel_for(threaded && tiles > 1, tiles, [&](int64_t t) {
-    const int r0 = static_cast<int>(t) * rows, r1 = std::min(M, r0 + rows);
-    int k0 = 0, k1 = K, n1 = N;
-    switch (diag) {
-      case Diag::kNone:
-        break;
-      case Diag::kColumnsToRow:
-        n1 = std::min(N, r1);
-        break;
-      case Diag::kKeysToRow:
-        k1 = std::min(K, r1);
-        break;
-      case Diag::kKeysFromRow:
-        k0 = std::min(K, r0);
-        break;
-    }
-    const Strided at{a.p + r0 * a.rs, a.rs, a.ks};
-    for (int n0 = 0; n0 < n1; n0 += 64) {
-      const int w = std::min(64, n1 - n0);
-      const int last = w - (w - 1) / 16 * 16;
-      tile_for(r1 - r0, (w + 15) / 16)(
-          k0, k1, alpha, at, b + n0, ldb, c + r0 * ldc + n0, ldc, last);
-    }
-  });
+  // Column blocks of 64 outer, row tiles inner: one block of B (K x 64,
+  // 16 KB for a head of 64) stays in L1 while every row tile reads it;
+  // with the row tiles outer each tile read all of B (64 KB at N = 256,
+  // more than a 48 KB L1). Each entry of C is the same tile's, in the same
+  // order, either way.
+  const int blocks = (N + 63) / 64;
+  parallel_for(
+      threaded && tiles * blocks > 1, int64_t{tiles} * blocks, [&](int64_t i) {
+        const int t = static_cast<int>(i % tiles);
+        const int n0 = static_cast<int>(i / tiles) * 64;
+        const int r0 = t * rows, r1 = std::min(M, r0 + rows);
+        int k0 = 0, k1 = K, n1 = N;
+        switch (diag) {
+          case Diag::kNone:
+            break;
+          case Diag::kColumnsToRow:
+            n1 = std::min(N, r1);
+            break;
+          case Diag::kKeysToRow:
+            k1 = std::min(K, r1);
+            break;
+          case Diag::kKeysFromRow:
+            k0 = std::min(K, r0);
+            break;
+        }
+        if (n0 >= n1)
+          return;
+        const Strided at{a.p + r0 * a.rs, a.rs, a.ks};
+        const int w = std::min(64, n1 - n0);
+        const int last = w - (w - 1) / 16 * 16;
+        tile_for(r1 - r0, (w + 15) / 16)(
+            k0, k1, alpha, at, b + n0, ldb, c + r0 * ldc + n0, ldc, last);
+      });
 }
 
 #if defined(__AVX512F__)

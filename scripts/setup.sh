@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake make pkg-config libgtest-dev
   libopenblas-openmp-dev libdnnl-dev openmpi-bin libopenmpi-dev
-  libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
+  libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev libdeflate-dev libcli11-dev
   dataset-fashion-mnist fortunes python3)
 for arg in "$@"; do
   case $arg in

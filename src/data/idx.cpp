@@ -1,12 +1,18 @@
 #include "data/idx.h"
 
+#include <fcntl.h>
+#include <libdeflate.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
 
 #include "base/check.h"
 
@@ -82,6 +88,78 @@ int64_t read_some(const std::string& path, gzFile gz, uint8_t* buf, int64_t n) {
     done += got;
   }
   return done;
+}
+
+// What inflate_file() wrote: the decompressed bytes, and whether the
+// stream holds more than the buffer took.
+struct Inflated {
+  int64_t bytes = 0;
+  bool more = false;
+};
+
+// Decompresses the whole gzip file at `path` into out[0, capacity) with
+// libdeflate, member after member as gzread does. libdeflate inflates
+// Fashion-MNIST's 47 MB of training images in ~75 ms against zlib's
+// ~160 ms, and every rank of a job reads the dataset. Throws when the
+// file cannot be read or a member is corrupt (bad data, bad CRC, cut
+// short).
+Inflated inflate_file(const std::string& path, uint8_t* out, int64_t capacity) {
+  // The compressed bytes mapped from the page cache, page tables filled in
+  // one call (MAP_POPULATE): a private copy of 26 MB would cost a fault per
+  // fresh 4 KiB page.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  NDT_CHECK(
+      fd >= 0, DataError, where(path), "cannot open: ", std::strerror(errno));
+  struct stat st {};
+  const bool sized = fstat(fd, &st) == 0;
+  const size_t size = sized ? static_cast<size_t>(st.st_size) : 0;
+  void* map =
+      size > 0
+          ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0)
+          : nullptr;
+  const int map_errno = errno;
+  close(fd);
+  NDT_CHECK(
+      sized && size > 0 && map != MAP_FAILED,
+      DataError,
+      where(path),
+      "cannot read the file: ",
+      std::strerror(map_errno));
+  std::unique_ptr<void, std::function<void(void*)>> unmap(
+      map, [size](void* p) { munmap(p, size); });
+  const auto* in = static_cast<const uint8_t*>(map);
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)>
+      inflater(libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
+  if (!inflater)
+    throw std::bad_alloc();
+  Inflated r;
+  size_t at = 0;
+  while (at < size) {
+    size_t used = 0, wrote = 0;
+    const libdeflate_result result = libdeflate_gzip_decompress_ex(
+        inflater.get(),
+        in + at,
+        size - at,
+        out + r.bytes,
+        static_cast<size_t>(capacity - r.bytes),
+        &used,
+        &wrote);
+    if (result == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      r.bytes = capacity;
+      r.more = true;
+      return r;
+    }
+    NDT_CHECK(
+        result == LIBDEFLATE_SUCCESS,
+        DataError,
+        where(path),
+        "truncated or corrupt gzip stream (a member at byte ",
+        at,
+        " does not decompress)");
+    at += used;
+    r.bytes += static_cast<int64_t>(wrote);
+  }
+  return r;
 }
 
 }  // namespace
@@ -176,14 +254,27 @@ IdxArray read_idx_gz(
   }
 
   // Plausible sizes get their tensor up front (virtual memory until the
-  // data arrives) and are inflated straight into it; larger claims grow a
-  // buffer chunk by chunk as data actually arrives and move into a tensor
-  // once complete.
+  // data arrives), header included, and the whole file is inflated again
+  // straight into it by libdeflate; the payload is the tensor past the
+  // header. Larger claims grow a buffer chunk by chunk as data actually
+  // arrives and move into a tensor once complete.
+  const int64_t header_bytes = 4 + 4 * int64_t{ndims};
   int64_t done = 0;
   if (total <= kReserveBytes) {
-    out.data = Tensor({total}, MemTag::kData, DType::kU8);
-    advise_huge_pages(out.data.data_u8(), static_cast<size_t>(total));
-    done = read_some(path, gz, out.data.data_u8(), total);
+    Tensor whole({header_bytes + total}, MemTag::kData, DType::kU8);
+    advise_huge_pages(
+        whole.data_u8(), static_cast<size_t>(header_bytes + total));
+    const Inflated r =
+        inflate_file(path, whole.data_u8(), header_bytes + total);
+    NDT_CHECK(
+        !r.more,
+        DataError,
+        where(path),
+        "trailing garbage after the ",
+        total,
+        " payload bytes the header promises");
+    done = std::max<int64_t>(0, r.bytes - header_bytes);
+    out.data = whole.slice(header_bytes, {total});
   } else {
     std::vector<uint8_t> grown;
     while (done < total) {
@@ -194,6 +285,14 @@ IdxArray read_idx_gz(
       if (r < n)
         break;
     }
+    uint8_t extra;
+    NDT_CHECK(
+        done < total || read_some(path, gz, &extra, 1) == 0,
+        DataError,
+        where(path),
+        "trailing garbage after the ",
+        total,
+        " payload bytes the header promises");
     if (done == total) {
       out.data = Tensor({total}, MemTag::kData, DType::kU8);
       std::memcpy(out.data.data_u8(), grown.data(), grown.size());
@@ -207,14 +306,6 @@ IdxArray read_idx_gz(
       total,
       " payload bytes, file has ",
       done);
-  uint8_t extra;
-  NDT_CHECK(
-      read_some(path, gz, &extra, 1) == 0,
-      DataError,
-      where(path),
-      "trailing garbage after the ",
-      total,
-      " payload bytes the header promises");
   return out;
 }
 

@@ -121,6 +121,26 @@ TEST(Idx, LargeDimsUseAllFourHeaderBytes) {
   EXPECT_EQ(bytes_of(a), payload);
 }
 
+TEST(Idx, ConcatenatedGzipMembersReadAsOneStream) {
+  // gzip allows several members back to back; they decompress to the
+  // concatenation (here: the header and 5 bytes, then the other 19).
+  TempDir dir("members");
+  std::vector<uint8_t> payload(2 * 3 * 4);
+  for (size_t i = 0; i < payload.size(); ++i)
+    payload[i] = uint8_t(200 - i);
+  const std::vector<uint8_t> bytes = idx_bytes(0x08, {2, 3, 4}, payload);
+  const size_t cut = bytes.size() - 19;
+  write_gz(dir.file("p1.gz"), {bytes.begin(), bytes.begin() + long(cut)});
+  write_gz(dir.file("p2.gz"), {bytes.begin() + long(cut), bytes.end()});
+  std::vector<uint8_t> both = read_raw(dir.file("p1.gz"));
+  const std::vector<uint8_t> second = read_raw(dir.file("p2.gz"));
+  both.insert(both.end(), second.begin(), second.end());
+  write_raw(dir.file("a.gz"), both);
+  IdxArray a = read_idx_gz(dir.file("a.gz"), kIdxUbyte, 3);
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(bytes_of(a), payload);
+}
+
 TEST(Idx, RealLabelFileHasTenThousandEntries) {
   IdxArray a = read_idx_gz(kRealLabels, kIdxUbyte, 1);
   EXPECT_EQ(a.dims, (std::vector<int64_t>{10000}));
@@ -167,6 +187,40 @@ TEST(Idx, CorruptCrcIsDetected) {
   bytes[bytes.size() - 8] ^= 0xff;  // first byte of the CRC-32 trailer
   write_raw(dir.file("c.gz"), bytes);
   expect_data_error(dir.file("c.gz"), 1, "truncated or corrupt gzip");
+}
+
+// A payload of 4 MB that does not compress: the header's bytes come long
+// before the stream's end, so corruption there is found by the pass that
+// inflates the whole file, not by the one that reads the header.
+std::vector<uint8_t> large_idx() {
+  std::vector<uint8_t> payload(4 << 20);
+  uint32_t x = 12345;
+  for (uint8_t& b : payload) {
+    x = x * 1664525u + 1013904223u;
+    b = uint8_t(x >> 24);
+  }
+  return idx_bytes(0x08, {uint32_t(payload.size())}, payload);
+}
+
+TEST(Idx, LargeFileReadsExactly) {
+  TempDir dir("large_ok");
+  const std::vector<uint8_t> bytes = large_idx();
+  write_gz(dir.file("l.gz"), bytes);
+  IdxArray a = read_idx_gz(dir.file("l.gz"), kIdxUbyte, 1);
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{int64_t(bytes.size()) - 8}));
+  EXPECT_TRUE(std::equal(bytes.begin() + 8, bytes.end(), a.data.data_u8()));
+}
+
+TEST(Idx, LargeFileCorruptCrcOrCutShortIsDetected) {
+  TempDir dir("large_bad");
+  write_gz(dir.file("l.gz"), large_idx());
+  std::vector<uint8_t> bytes = read_raw(dir.file("l.gz"));
+  bytes[bytes.size() - 8] ^= 0xff;  // first byte of the CRC-32 trailer
+  write_raw(dir.file("crc.gz"), bytes);
+  expect_data_error(dir.file("crc.gz"), 1, "truncated or corrupt gzip");
+  bytes.resize(bytes.size() - 1000);
+  write_raw(dir.file("cut.gz"), bytes);
+  expect_data_error(dir.file("cut.gz"), 1, "truncated or corrupt gzip");
 }
 
 TEST(Idx, WrongMagicTypeNamesIt) {

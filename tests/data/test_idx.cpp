@@ -218,7 +218,7 @@ TEST(Idx, LargeFileCorruptCrcOrCutShortIsDetected) {
   bytes[bytes.size() - 8] ^= 0xff;  // first byte of the CRC-32 trailer
   write_raw(dir.file("crc.gz"), bytes);
   expect_data_error(dir.file("crc.gz"), 1, "truncated or corrupt gzip");
-  bytes.resize(bytes.size() - 1000);
+  bytes.erase(bytes.end() - 1000, bytes.end());
   write_raw(dir.file("cut.gz"), bytes);
   expect_data_error(dir.file("cut.gz"), 1, "truncated or corrupt gzip");
 }

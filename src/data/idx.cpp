@@ -260,19 +260,14 @@ IdxArray read_idx_gz(
   // arrives and move into a tensor once complete.
   const int64_t header_bytes = 4 + 4 * int64_t{ndims};
   int64_t done = 0;
+  bool trailing = false;  // more data than the header promises
   if (total <= kReserveBytes) {
     Tensor whole({header_bytes + total}, MemTag::kData, DType::kU8);
     advise_huge_pages(
         whole.data_u8(), static_cast<size_t>(header_bytes + total));
     const Inflated r =
         inflate_file(path, whole.data_u8(), header_bytes + total);
-    NDT_CHECK(
-        !r.more,
-        DataError,
-        where(path),
-        "trailing garbage after the ",
-        total,
-        " payload bytes the header promises");
+    trailing = r.more;
     done = std::max<int64_t>(0, r.bytes - header_bytes);
     out.data = whole.slice(header_bytes, {total});
   } else {
@@ -286,18 +281,19 @@ IdxArray read_idx_gz(
         break;
     }
     uint8_t extra;
-    NDT_CHECK(
-        done < total || read_some(path, gz, &extra, 1) == 0,
-        DataError,
-        where(path),
-        "trailing garbage after the ",
-        total,
-        " payload bytes the header promises");
-    if (done == total) {
+    trailing = done == total && read_some(path, gz, &extra, 1) != 0;
+    if (done == total && !trailing) {
       out.data = Tensor({total}, MemTag::kData, DType::kU8);
       std::memcpy(out.data.data_u8(), grown.data(), grown.size());
     }
   }
+  NDT_CHECK(
+      !trailing,
+      DataError,
+      where(path),
+      "trailing garbage after the ",
+      total,
+      " payload bytes the header promises");
   NDT_CHECK(
       done == total,
       DataError,

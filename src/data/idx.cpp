@@ -19,8 +19,6 @@
 namespace ndt {
 namespace {
 
-// Larger than zlib's 8 KiB default: fewer read calls on 26 MB files.
-constexpr unsigned kGzBufferBytes = 1u << 18;
 // Payload is read in pieces so that a corrupt header claiming gigabytes
 // fails at end of stream instead of touching the claimed size up front.
 constexpr int64_t kReadChunkBytes = int64_t{1} << 24;
@@ -185,7 +183,6 @@ IdxArray read_idx_gz(
       where(path),
       "cannot open: ",
       std::strerror(errno));
-  gzbuffer(gz, kGzBufferBytes);
   NDT_CHECK(
       gzdirect(gz) == 0,
       DataError,

@@ -53,12 +53,13 @@ int64_t ImageDataset::size() const {
   return labels.defined() ? labels.numel() : 0;
 }
 
-ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
+ImageDataset load_fashion_mnist(
+    const std::string& dir, bool train, const std::string& cache_dir) {
   const std::string prefix = dir + "/" + (train ? "train" : "t10k");
   const std::string images_path = prefix + "-images-idx3-ubyte.gz";
   const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
-  IdxArray img = read_idx_gz(images_path, kIdxUbyte, 3);
-  IdxArray lab = read_idx_gz(labels_path, kIdxUbyte, 1);
+  IdxArray img = read_idx_gz(images_path, kIdxUbyte, 3, cache_dir);
+  IdxArray lab = read_idx_gz(labels_path, kIdxUbyte, 1, cache_dir);
   NDT_CHECK(
       img.dims[1] == kSide && img.dims[2] == kSide,
       DataError,

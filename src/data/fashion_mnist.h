@@ -46,7 +46,9 @@ struct ImageDataset {
 // {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz. Throws DataError naming
 // the file when a file is missing or malformed, when the image dims are not
 // 28x28, when image and label counts differ or when a label is >= 10.
-ImageDataset load_fashion_mnist(const std::string& dir, bool train);
+// cache_dir: decoded copies of the files (read_idx_gz); empty: none.
+ImageDataset load_fashion_mnist(
+    const std::string& dir, bool train, const std::string& cache_dir = "");
 
 // Copies samples indices[0..B) of `ds` into `images` [B, C, H, W] fp32
 // (each pixel v as ds.value[v]) and `labels` [B] int32, both preallocated

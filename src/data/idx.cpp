@@ -1,20 +1,19 @@
 #include "data/idx.h"
 
-#include <fcntl.h>
 #include <libdeflate.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <memory>
+#include <optional>
 
 #include "base/check.h"
+#include "data/decode_cache.h"
+#include "data/mapped_file.h"
 
 namespace ndt {
 namespace {
@@ -103,29 +102,17 @@ struct Inflated {
 // short).
 Inflated inflate_file(const std::string& path, uint8_t* out, int64_t capacity) {
   // The compressed bytes mapped from the page cache, page tables filled in
-  // one call (MAP_POPULATE): a private copy of 26 MB would cost a fault per
-  // fresh 4 KiB page.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // one call: a private copy of 26 MB would cost a fault per fresh 4 KiB
+  // page.
+  const MappedFile file(path, MappedFile::Mode::kReadAll);
   NDT_CHECK(
-      fd >= 0, DataError, where(path), "cannot open: ", std::strerror(errno));
-  struct stat st {};
-  const bool sized = fstat(fd, &st) == 0;
-  const size_t size = sized ? static_cast<size_t>(st.st_size) : 0;
-  void* map =
-      size > 0
-          ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0)
-          : nullptr;
-  const int map_errno = errno;
-  close(fd);
-  NDT_CHECK(
-      sized && size > 0 && map != MAP_FAILED,
+      file.ok(),
       DataError,
       where(path),
       "cannot read the file: ",
-      std::strerror(map_errno));
-  std::unique_ptr<void, std::function<void(void*)>> unmap(
-      map, [size](void* p) { munmap(p, size); });
-  const auto* in = static_cast<const uint8_t*>(map);
+      std::strerror(file.error()));
+  const size_t size = file.size();
+  const uint8_t* in = file.data();
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)>
       inflater(libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
   if (!inflater)
@@ -160,10 +147,56 @@ Inflated inflate_file(const std::string& path, uint8_t* out, int64_t capacity) {
   return r;
 }
 
+// Reads the ndims big-endian uint32 dims at `header` into `dims` and
+// their product into `total`; false when the product overflows or passes
+// kMaxPayloadBytes.
+bool parse_dims(
+    const uint8_t* header,
+    int ndims,
+    std::vector<int64_t>& dims,
+    int64_t& total) {
+  dims.clear();
+  total = 1;
+  for (int i = 0; i < ndims; ++i) {
+    const uint8_t* p = header + 4 * i;
+    int64_t d = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) |
+                (int64_t{p[2]} << 8) | int64_t{p[3]};
+    dims.push_back(d);
+    // d < 2^32 and total <= 2^34 before this line, but a product of several
+    // dims can still overflow int64: check the multiplication itself.
+    if (__builtin_mul_overflow(total, d, &total) || total > kMaxPayloadBytes)
+      return false;
+  }
+  return true;
+}
+
+// The IDX array in a decode-cache entry's bytes (the whole decoded file),
+// or nullopt when they are not an IDX file of the expected element type
+// and dims whose payload fills the rest exactly. Only the decoding path
+// names what is wrong with a file: it runs when this one finds nothing.
+std::optional<IdxArray> split_decoded(
+    const Tensor& whole, int expected_magic_type, int expected_ndims) {
+  const uint8_t* b = whole.data_u8();
+  const int64_t n = whole.numel();
+  const int64_t header_bytes = 4 + 4 * int64_t{expected_ndims};
+  IdxArray out;
+  int64_t total = 0;
+  if (n < header_bytes || b[0] != 0 || b[1] != 0 ||
+      b[2] != expected_magic_type || b[3] != expected_ndims ||
+      !parse_dims(b + 4, expected_ndims, out.dims, total) ||
+      total != n - header_bytes)
+    return std::nullopt;
+  out.data = whole.slice(header_bytes, {total});
+  return out;
+}
+
 }  // namespace
 
 IdxArray read_idx_gz(
-    const std::string& path, int expected_magic_type, int expected_ndims) {
+    const std::string& path,
+    int expected_magic_type,
+    int expected_ndims,
+    const std::string& cache_dir) {
   NDT_ASSERT(
       expected_magic_type == kIdxUbyte,
       "read_idx_gz supports only ubyte (0x08), asked for ",
@@ -175,6 +208,13 @@ IdxArray read_idx_gz(
       DataError,
       where(path),
       "no such file or not a regular file (expected gzip-compressed IDX)");
+  if (!cache_dir.empty()) {
+    if (const std::optional<Tensor> whole = find_decoded(cache_dir, path)) {
+      if (std::optional<IdxArray> found =
+              split_decoded(*whole, expected_magic_type, expected_ndims))
+        return std::move(*found);
+    }
+  }
   GzFile file(path);
   gzFile gz = file.get();
   NDT_CHECK(
@@ -233,22 +273,14 @@ IdxArray read_idx_gz(
       "file ends inside the header (expected ",
       ndims,
       " big-endian uint32 dims)");
-  int64_t total = 1;
-  for (int i = 0; i < ndims; ++i) {
-    const uint8_t* p = header.data() + 4 * i;
-    int64_t d = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) |
-                (int64_t{p[2]} << 8) | int64_t{p[3]};
-    out.dims.push_back(d);
-    // d < 2^32 and total <= 2^34 before this line, but a product of several
-    // dims can still overflow int64: check the multiplication itself.
-    NDT_CHECK(
-        !__builtin_mul_overflow(total, d, &total) && total <= kMaxPayloadBytes,
-        DataError,
-        where(path),
-        "header dims imply an implausible payload (> ",
-        kMaxPayloadBytes,
-        " bytes)");
-  }
+  int64_t total = 0;
+  NDT_CHECK(
+      parse_dims(header.data(), ndims, out.dims, total),
+      DataError,
+      where(path),
+      "header dims imply an implausible payload (> ",
+      kMaxPayloadBytes,
+      " bytes)");
 
   // Plausible sizes get their tensor up front (virtual memory until the
   // data arrives), header included, and the whole file is inflated again
@@ -258,8 +290,9 @@ IdxArray read_idx_gz(
   const int64_t header_bytes = 4 + 4 * int64_t{ndims};
   int64_t done = 0;
   bool trailing = false;  // more data than the header promises
+  Tensor whole;           // the decoded file, when decoded in one piece
   if (total <= kReserveBytes) {
-    Tensor whole({header_bytes + total}, MemTag::kData, DType::kU8);
+    whole = Tensor({header_bytes + total}, MemTag::kData, DType::kU8);
     advise_huge_pages(
         whole.data_u8(), static_cast<size_t>(header_bytes + total));
     const Inflated r =
@@ -299,6 +332,8 @@ IdxArray read_idx_gz(
       total,
       " payload bytes, file has ",
       done);
+  if (!cache_dir.empty() && whole.defined())
+    store_decoded(cache_dir, path, whole.data_u8(), whole.numel());
   return out;
 }
 

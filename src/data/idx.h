@@ -31,7 +31,14 @@ struct IdxArray {
 // element type is not `expected_magic_type` (e.g. kIdxUbyte) or its dim
 // count is not `expected_ndims`, when the payload is shorter than the header
 // says, or when bytes follow the payload. Only ubyte is supported.
+// With a `cache_dir` (data/decode_cache.h), the bytes come from the file's
+// entry there when it has one that holds such an IDX file (the tensor then
+// maps the entry); else the file is decoded and, once every check passed,
+// stored there.
 IdxArray read_idx_gz(
-    const std::string& path, int expected_magic_type, int expected_ndims);
+    const std::string& path,
+    int expected_magic_type,
+    int expected_ndims,
+    const std::string& cache_dir = "");
 
 }  // namespace ndt

@@ -194,6 +194,8 @@ constexpr Key kKeys[] = {
 
     {"data.name", field<&DataConfig::name>},
     {"data.path", field<&DataConfig::path>},
+    {"data.cache", field<&DataConfig::cache>},
+    {"data.cache_dir", field<&DataConfig::cache_dir>},
     {"data.augment", field<&DataConfig::augment>},
     {"data.shift", field<&DataConfig::shift>, in_closed(0, 8)},
 

@@ -193,9 +193,13 @@ struct ModelConfig {
 struct DataConfig {
   DatasetKind name = DatasetKind::kFashionMnist;  // data.name: fashion_mnist |
                                                   // fortunes | synthetic
-  std::string path;      // data.path; empty -> the Debian package location
-  bool augment = false;  // data.augment (images): random flip + shift
-  int shift = 2;         // data.shift in [0, 8]: max translation in pixels
+  std::string path;       // data.path; empty -> the Debian package location
+  bool cache = true;      // data.cache: keep decoded copies of compressed
+                          // files (data/decode_cache.h)
+  std::string cache_dir;  // data.cache_dir; empty -> $XDG_CACHE_HOME/ndtrain
+                          // or ~/.cache/ndtrain
+  bool augment = false;   // data.augment (images): random flip + shift
+  int shift = 2;          // data.shift in [0, 8]: max translation in pixels
 };
 
 struct TrainConfig {

@@ -43,7 +43,8 @@ int64_t dtype_bytes(DType dtype) {
 }
 
 Tensor::Storage::~Storage() {
-  mem_free(ptr, bytes, tag);
+  if (!owner)
+    mem_free(ptr, bytes, tag);
 }
 
 Tensor::Tensor(Shape shape, MemTag tag, DType dtype)
@@ -59,6 +60,21 @@ Tensor::Tensor(Shape shape, MemTag tag, DType dtype)
 Tensor Tensor::zeros(Shape shape, MemTag tag, DType dtype) {
   Tensor t(std::move(shape), tag, dtype);
   t.zero_();
+  return t;
+}
+
+Tensor Tensor::borrowed(
+    void* ptr, Shape shape, DType dtype, std::shared_ptr<void> owner) {
+  NDT_ASSERT(ptr != nullptr && owner != nullptr, "borrowed memory needs both");
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->ptr = ptr;
+  t.storage_->bytes = static_cast<size_t>(t.numel_ * dtype_bytes(dtype));
+  t.storage_->tag = MemTag::kData;
+  t.storage_->owner = std::move(owner);
   return t;
 }
 

@@ -3,7 +3,8 @@
 // Element types are fp32 (activations, parameters), int32 (token ids,
 // labels) and uint8 (raw image pixels, decoded when a batch is gathered).
 // Storage comes from the caching allocator (memory.h) and carries
-// a MemTag. Copies of a Tensor share storage; clone() copies data.
+// a MemTag, or is held by an owner outside it (Tensor::borrowed: a file
+// mapped into memory). Copies of a Tensor share storage; clone() copies data.
 // There is no autograd here: modules save what backward needs in a Context.
 // The device tag is always kCpu for now; it exists so a CUDA backend can
 // be added without changing callers.
@@ -38,6 +39,11 @@ class Tensor {
 
   static Tensor zeros(
       Shape shape, MemTag tag = MemTag::kActs, DType dtype = DType::kF32);
+  // `shape` elements at `ptr`, memory the allocator does not own and its
+  // ledger does not count (MemTag::kData): `owner` keeps it valid and is
+  // released with the last tensor sharing the storage.
+  static Tensor borrowed(
+      void* ptr, Shape shape, DType dtype, std::shared_ptr<void> owner);
 
   bool defined() const {
     return storage_ != nullptr;
@@ -89,6 +95,7 @@ class Tensor {
     void* ptr = nullptr;
     size_t bytes = 0;
     MemTag tag = MemTag::kOther;
+    std::shared_ptr<void> owner;  // set: not the allocator's block
     ~Storage();
   };
   std::shared_ptr<Storage> storage_;

@@ -1,6 +1,7 @@
 #include "train/data_source.h"
 
 #include "base/check.h"
+#include "data/decode_cache.h"
 #include "data/synthetic.h"
 #include "tensor/rng.h"
 
@@ -17,8 +18,13 @@ DataSource::DataSource(const Config& config) : config_(config) {
   switch (config.data.name) {
     case DatasetKind::kFashionMnist: {
       std::string dir = path.empty() ? kFashionMnistDir : path;
-      train_images_ = load_fashion_mnist(dir, true);
-      test_images_ = load_fashion_mnist(dir, false);
+      const DataConfig& d = config.data;
+      const std::string cache = !d.cache ? ""
+                                : d.cache_dir.empty()
+                                    ? default_decode_cache_dir()
+                                    : d.cache_dir;
+      train_images_ = load_fashion_mnist(dir, true, cache);
+      test_images_ = load_fashion_mnist(dir, false, cache);
       sampler_ = std::make_unique<GlobalSampler>(train_images_->size(), seed);
       aug_key_ = rng_key(seed, "data.augment");
       break;

@@ -190,6 +190,8 @@ TEST(Config, OverridesEachKeyAndType) {
           "model.init_std=0.01",
           "data.name=fashion_mnist",
           "data.path=/data/fm",
+          "data.cache=false",
+          "data.cache_dir=/scratch/cache",
           "data.augment=true",
           "data.shift=4",
           "train.steps=200",
@@ -235,6 +237,8 @@ TEST(Config, OverridesEachKeyAndType) {
   EXPECT_EQ(c.model.init_std, 0.01f);
   EXPECT_EQ(c.data.name, DatasetKind::kFashionMnist);
   EXPECT_EQ(c.data.path, "/data/fm");
+  EXPECT_FALSE(c.data.cache);
+  EXPECT_EQ(c.data.cache_dir, "/scratch/cache");
   EXPECT_TRUE(c.data.augment);
   EXPECT_EQ(c.data.shift, 4);
   EXPECT_EQ(c.train.steps, 200);
@@ -578,7 +582,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(j["optim"]["lr"].dump(), "0.0003");  // readable, not 0.000299...
   EXPECT_EQ(j["run"].size(), 2u);
   EXPECT_EQ(j["model"].size(), 16u);
-  EXPECT_EQ(j["data"].size(), 4u);
+  EXPECT_EQ(j["data"].size(), 6u);
   EXPECT_EQ(j["train"].size(), 12u);
   EXPECT_EQ(j["optim"].size(), 21u);
   EXPECT_EQ(j["parallel"].size(), 18u);

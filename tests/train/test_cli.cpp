@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -81,6 +82,35 @@ TEST(Cli, MissingDataNamesTheFile) {
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir));
+}
+
+// Fashion-MNIST's decoded files go to data.cache_dir on the first run and
+// come back from there on the next, with the same result to the last
+// digit; data.cache=false writes nothing.
+TEST(Cli, DecodedDataCacheIsWrittenOnceAndReadBack) {
+  const std::string cache = temp_dir("cache");
+  const std::string run =
+      "verify -c " + cfg("verify/mlp.yaml") + " data.cache_dir=" + cache;
+  Result first = ndtrain(run);
+  ASSERT_EQ(first.code, 0) << first.output;
+  ASSERT_TRUE(fs::is_directory(cache));
+  std::vector<std::string> names;
+  for (const auto& f : fs::directory_iterator(cache))
+    names.push_back(f.path().filename().string());
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 4u);
+  EXPECT_EQ(names[0].rfind("t10k-images-idx3-ubyte.", 0), 0u);
+  EXPECT_EQ(names[3].rfind("train-labels-idx1-ubyte.", 0), 0u);
+  const auto written = fs::last_write_time(cache + "/" + names[2]);
+  Result second = ndtrain(run);
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_EQ(second.output, first.output);
+  EXPECT_EQ(fs::last_write_time(cache + "/" + names[2]), written);
+  fs::remove_all(cache);
+  Result off = ndtrain(run + " data.cache=false");
+  ASSERT_EQ(off.code, 0) << off.output;
+  EXPECT_EQ(off.output, first.output);
+  EXPECT_FALSE(fs::exists(cache));
 }
 
 TEST(Cli, CorruptCheckpointIsRejectedClearly) {

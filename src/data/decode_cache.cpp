@@ -108,6 +108,21 @@ std::optional<std::string> recorded_source(const std::string& file) {
   return out;
 }
 
+// Whether `name` is a writer's temporary file: an entry's name, ".tmp.",
+// the writer's pid, "." and a number (store_decoded).
+bool is_temporary(const std::string& name) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (tmp == std::string::npos)
+    return false;
+  const std::string rest = name.substr(tmp + 5);
+  const size_t dot = rest.find('.');
+  auto digits = [](const std::string& t) {
+    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return dot != std::string::npos && digits(rest.substr(0, dot)) &&
+         digits(rest.substr(dot + 1));
+}
+
 // Removes the entries in `dir` whose source is gone or is not the file
 // it was (the entry's name differs from the one the source has now), and
 // temporary files of ours older than kStaleTemp.
@@ -119,7 +134,7 @@ void prune(const std::string& dir) {
     if (!f.is_regular_file(fec))
       continue;
     const std::string path = f.path().string();
-    if (path.find(".tmp.") != std::string::npos) {
+    if (is_temporary(f.path().filename().string())) {
       const auto written = f.last_write_time(fec);
       if (!fec && now - written > kStaleTemp)
         fs::remove(f.path(), fec);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -80,12 +81,12 @@ int64_t allocations() {
   return s.fresh_allocs + s.reused_allocs;
 }
 
-// The entries in `dir` (temporary files aside).
+// The files in `dir` other than writers' temporary files.
 std::vector<std::string> entries(const TempDir& dir, const std::string& sub) {
   std::vector<std::string> out;
   for (const auto& f : fs::directory_iterator(dir.sub(sub))) {
     const std::string name = f.path().filename().string();
-    if (name.find(".tmp.") == std::string::npos)
+    if (!std::regex_search(name, std::regex("\\.tmp\\.[0-9]+\\.[0-9]+$")))
       out.push_back(f.path().string());
   }
   return out;
@@ -172,10 +173,10 @@ TEST(DecodeCache, StoreRemovesEntriesOfGoneSourcesAndOldTemporariesOnly) {
   TempDir dir;
   const std::string cache = dir.sub("cache");
   write_file(dir.sub("a.gz"), {1});
-  write_file(dir.sub("b.gz"), {2});
+  write_file(dir.sub("b.tmp.1.2.gz"), {2});  // an entry, not a temporary
   write_file(dir.sub("c.gz"), {3});
   const std::vector<uint8_t> bytes = pattern(1000, 5);
-  for (const char* s : {"a.gz", "b.gz"})
+  for (const char* s : {"a.gz", "b.tmp.1.2.gz"})
     ASSERT_TRUE(store_decoded(cache, dir.sub(s), bytes.data(), bytes.size()));
   ASSERT_EQ(entries(dir, "cache").size(), 2u);
   // A file that is not an entry, a writer's temporary file that died two
@@ -183,14 +184,16 @@ TEST(DecodeCache, StoreRemovesEntriesOfGoneSourcesAndOldTemporariesOnly) {
   write_file(cache + "/notes.txt", {'h', 'i'});
   write_file(cache + "/x.0123456789abcdef.tmp.1.0", {0});
   write_file(cache + "/y.0123456789abcdef.tmp.2.0", {0});
-  fs::last_write_time(
-      cache + "/x.0123456789abcdef.tmp.1.0",
-      fs::file_time_type::clock::now() - std::chrono::hours(2));
+  const auto two_hours_ago =
+      fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(cache + "/x.0123456789abcdef.tmp.1.0", two_hours_ago);
+  for (const std::string& e : entries(dir, "cache"))
+    fs::last_write_time(e, two_hours_ago);
   fs::remove(dir.sub("a.gz"));
   ASSERT_TRUE(
       store_decoded(cache, dir.sub("c.gz"), bytes.data(), bytes.size()));
   EXPECT_FALSE(find_decoded(cache, dir.sub("a.gz")));
-  EXPECT_TRUE(find_decoded(cache, dir.sub("b.gz")));
+  EXPECT_TRUE(find_decoded(cache, dir.sub("b.tmp.1.2.gz")));
   EXPECT_TRUE(find_decoded(cache, dir.sub("c.gz")));
   EXPECT_EQ(entries(dir, "cache").size(), 3u);  // b, c, notes.txt
   EXPECT_TRUE(fs::exists(cache + "/notes.txt"));

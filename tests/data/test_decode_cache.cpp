@@ -11,7 +11,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -86,7 +85,15 @@ std::vector<std::string> entries(const TempDir& dir, const std::string& sub) {
   std::vector<std::string> out;
   for (const auto& f : fs::directory_iterator(dir.sub(sub))) {
     const std::string name = f.path().filename().string();
-    if (!std::regex_search(name, std::regex("\\.tmp\\.[0-9]+\\.[0-9]+$")))
+    // A temporary file's name ends in ".tmp.", digits, "." and digits.
+    const size_t tmp = name.rfind(".tmp.");
+    const size_t last = name.rfind('.');
+    const bool temporary =
+        tmp != std::string::npos && last > tmp + 5 &&
+        name.find_first_not_of("0123456789", tmp + 5) == last &&
+        name.find_first_not_of("0123456789", last + 1) == std::string::npos &&
+        last + 1 < name.size();
+    if (!temporary)
       out.push_back(f.path().string());
   }
   return out;

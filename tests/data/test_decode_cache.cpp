@@ -6,15 +6,14 @@
 // stores a file that fails its checks, and never lets an entry hide an
 // error the file itself has.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "data/byte_files.h"
 #include "data/decode_cache.h"
 #include "data/idx.h"
 #include "tensor/memory.h"
@@ -25,28 +24,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::expect_has;
+using test::read_raw;
 using test::TempDir;
-
-void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  ASSERT_TRUE(out.good());
-}
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(
-      (std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
-  gzFile gz = gzopen(path.c_str(), "wb");
-  ASSERT_NE(gz, nullptr);
-  ASSERT_EQ(
-      gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())),
-      static_cast<int>(bytes.size()));
-  ASSERT_EQ(gzclose(gz), Z_OK);
-}
+using test::write_gz;
+using test::write_raw;
 
 std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   std::vector<uint8_t> out(n);
@@ -101,7 +82,7 @@ std::vector<std::string> entries(const TempDir& dir, const std::string& sub) {
 
 TEST(DecodeCache, StoredBytesComeBackExactlyFromTheMappedEntry) {
   TempDir dir;
-  write_file(dir.sub("src.gz"), {1, 2, 3});
+  write_raw(dir.sub("src.gz"), {1, 2, 3});
   const std::vector<uint8_t> bytes = pattern(300001, 7);
   EXPECT_FALSE(find_decoded(dir.sub("cache"), dir.sub("src.gz")));
   ASSERT_TRUE(store_decoded(
@@ -127,12 +108,12 @@ TEST(DecodeCache, StoredBytesComeBackExactlyFromTheMappedEntry) {
 
 TEST(DecodeCache, EntryCutShortOrCorruptIsNotUsed) {
   TempDir dir;
-  write_file(dir.sub("src.gz"), {1, 2, 3});
+  write_raw(dir.sub("src.gz"), {1, 2, 3});
   const std::vector<uint8_t> bytes = pattern(5000, 3);
   ASSERT_TRUE(store_decoded(
       dir.sub("cache"), dir.sub("src.gz"), bytes.data(), bytes.size()));
   const std::string entry = entries(dir, "cache").at(0);
-  const std::vector<uint8_t> good = read_file(entry);
+  const std::vector<uint8_t> good = read_raw(entry);
   ASSERT_TRUE(find_decoded(dir.sub("cache"), dir.sub("src.gz")));
   // One flipped bit in the bytes, in the recorded path, in the CRC, in
   // the tag; the entry cut short by one byte; an empty entry.
@@ -144,22 +125,22 @@ TEST(DecodeCache, EntryCutShortOrCorruptIsNotUsed) {
         good.size() - 1}) {
     std::vector<uint8_t> bad = good;
     bad[at] ^= 1;
-    write_file(entry, bad);
+    write_raw(entry, bad);
     EXPECT_FALSE(find_decoded(dir.sub("cache"), dir.sub("src.gz")))
         << "bit flipped at byte " << at;
   }
-  write_file(entry, std::vector<uint8_t>(good.begin(), good.end() - 1));
+  write_raw(entry, std::vector<uint8_t>(good.begin(), good.end() - 1));
   EXPECT_FALSE(find_decoded(dir.sub("cache"), dir.sub("src.gz")));
-  write_file(entry, {});
+  write_raw(entry, {});
   EXPECT_FALSE(find_decoded(dir.sub("cache"), dir.sub("src.gz")));
-  write_file(entry, good);
+  write_raw(entry, good);
   EXPECT_TRUE(find_decoded(dir.sub("cache"), dir.sub("src.gz")));
 }
 
 TEST(DecodeCache, ChangedSourceDoesNotMeetItsOldEntryWhichTheNextStoreRemoves) {
   TempDir dir;
   const std::string src = dir.sub("src.gz");
-  write_file(src, {1, 2, 3});
+  write_raw(src, {1, 2, 3});
   const std::vector<uint8_t> old_bytes = pattern(4000, 1);
   ASSERT_TRUE(
       store_decoded(dir.sub("cache"), src, old_bytes.data(), old_bytes.size()));
@@ -179,18 +160,18 @@ TEST(DecodeCache, ChangedSourceDoesNotMeetItsOldEntryWhichTheNextStoreRemoves) {
 TEST(DecodeCache, StoreRemovesEntriesOfGoneSourcesAndOldTemporariesOnly) {
   TempDir dir;
   const std::string cache = dir.sub("cache");
-  write_file(dir.sub("a.gz"), {1});
-  write_file(dir.sub("b.tmp.1.2.gz"), {2});  // an entry, not a temporary
-  write_file(dir.sub("c.gz"), {3});
+  write_raw(dir.sub("a.gz"), {1});
+  write_raw(dir.sub("b.tmp.1.2.gz"), {2});  // an entry, not a temporary
+  write_raw(dir.sub("c.gz"), {3});
   const std::vector<uint8_t> bytes = pattern(1000, 5);
   for (const char* s : {"a.gz", "b.tmp.1.2.gz"})
     ASSERT_TRUE(store_decoded(cache, dir.sub(s), bytes.data(), bytes.size()));
   ASSERT_EQ(entries(dir, "cache").size(), 2u);
   // A file that is not an entry, a writer's temporary file that died two
   // hours ago and one of a writer still at work.
-  write_file(cache + "/notes.txt", {'h', 'i'});
-  write_file(cache + "/x.0123456789abcdef.tmp.1.0", {0});
-  write_file(cache + "/y.0123456789abcdef.tmp.2.0", {0});
+  write_raw(cache + "/notes.txt", {'h', 'i'});
+  write_raw(cache + "/x.0123456789abcdef.tmp.1.0", {0});
+  write_raw(cache + "/y.0123456789abcdef.tmp.2.0", {0});
   const auto two_hours_ago =
       fs::file_time_type::clock::now() - std::chrono::hours(2);
   fs::last_write_time(cache + "/x.0123456789abcdef.tmp.1.0", two_hours_ago);
@@ -210,8 +191,8 @@ TEST(DecodeCache, StoreRemovesEntriesOfGoneSourcesAndOldTemporariesOnly) {
 
 TEST(DecodeCache, UnwritableDirectoryStoresNothing) {
   TempDir dir;
-  write_file(dir.sub("src.gz"), {1});
-  write_file(dir.sub("plain"), {1});
+  write_raw(dir.sub("src.gz"), {1});
+  write_raw(dir.sub("plain"), {1});
   const std::vector<uint8_t> bytes = pattern(100, 9);
   EXPECT_FALSE(store_decoded(
       dir.sub("plain/cache"), dir.sub("src.gz"), bytes.data(), bytes.size()));
@@ -263,9 +244,9 @@ TEST(DecodeCache, ReadIdxDecodesAgainPastACorruptEntryAndRewritesIt) {
   write_gz(dir.sub("f.gz"), file);
   (void)read_idx_gz(dir.sub("f.gz"), kIdxUbyte, 2, dir.sub("c"));
   const std::string entry = entries(dir, "c").at(0);
-  std::vector<uint8_t> bad = read_file(entry);
+  std::vector<uint8_t> bad = read_raw(entry);
   bad[100] ^= 0x40;
-  write_file(entry, bad);
+  write_raw(entry, bad);
   const IdxArray a = read_idx_gz(dir.sub("f.gz"), kIdxUbyte, 2, dir.sub("c"));
   EXPECT_EQ(
       bytes_of(a.data), std::vector<uint8_t>(file.begin() + 12, file.end()));

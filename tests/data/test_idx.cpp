@@ -2,20 +2,22 @@
 // kind of malformed input, each naming the file.
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "data/byte_files.h"
 #include "data/idx.h"
 
 namespace ndt {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_raw;
+using test::write_gz;
+using test::write_raw;
 
 const std::string kRealLabels =
     "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
@@ -40,29 +42,6 @@ class TempDir {
  private:
   fs::path path_;
 };
-
-void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
-  gzFile gz = gzopen(path.c_str(), "wb");
-  ASSERT_NE(gz, nullptr);
-  if (!bytes.empty()) {
-    ASSERT_EQ(
-        gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())),
-        static_cast<int>(bytes.size()));
-  }
-  ASSERT_EQ(gzclose(gz), Z_OK);
-}
-
-void write_raw(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  ASSERT_TRUE(out.good());
-}
-
-std::vector<uint8_t> read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(
-      (std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // IDX bytes: magic (0, 0, type, ndims), big-endian dims, then payload.
 std::vector<uint8_t> idx_bytes(

@@ -21,6 +21,15 @@
 //     step model (plan/activation_memory.h): max_act_peak_error_bytes=X
 //     over every rank, else max_act_peak_error_bytes=unmodelled. Exit 1
 //     when either differs.
+//   mpirun -np N tp_mode_comm_bench -c CONFIG [key=value ...]
+//       --shape NAME [key=value ...] [--shape NAME [key=value ...]]...
+//     the same for each shape in turn in one job (the config with the
+//     shared overrides, then the shape's), each on an engine of its own
+//     with the ledger's peaks reset, then one line over all shapes:
+//     step_shapes=K max_comm_volume_error=X max_act_peak_error_bytes=Y
+//     (Y unmodelled if any shape's step is). Exit 1 when any differs.
+//     (One MPI start, one dataset load and one set of oneDNN kernels for
+//     several shapes of a layout: the tests' activation checks.)
 //   tp_mode_comm_bench --predict
 //     prints the plan's per-rank bytes of one transformer block (forward +
 //     backward) of a GPT-2-medium-sized layer (C = 1024, F = 4096, 64
@@ -29,13 +38,17 @@
 //     only where the 16 heads split).
 //
 // A benchmark, not src/.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/check.h"
+#include "base/error.h"
 #include "comm/mesh.h"
 #include "comm/mpi_process_group.h"
 #include "comm/mpi_runtime.h"
@@ -65,7 +78,16 @@ double rel_error(const CommVolume& got, const CommVolume& want) {
   return w == 0 ? (g == 0 ? 0.0 : 1.0) : std::fabs(g - w) / w;
 }
 
-int measure(ProcessGroup& world, const Config& config) {
+// One shape's step: its largest relative communication-volume error over
+// every group of every rank, and its largest activation-peak error in
+// bytes over every rank (-1: the step's activations are not modelled).
+struct StepCheck {
+  double comm_err = 0;
+  int64_t act_err_bytes = -1;
+};
+
+StepCheck measure(ProcessGroup& world, const Config& config) {
+  memory_reset_peaks();  // a previous shape's engine is gone
   const std::unique_ptr<Mesh> layout = make_layout_mesh(world, config);
   Mesh& mesh = *layout;
   ops::set_num_threads(train_threads(config));  // as ndtrain train
@@ -221,7 +243,67 @@ int measure(ProcessGroup& world, const Config& config) {
         step_acts < 0 ? "unmodelled"
                       : std::to_string(static_cast<int64_t>(act_err)).c_str());
   }
-  return worst == 0 && act_err == 0 ? 0 : 1;
+  return {worst, step_acts < 0 ? -1 : static_cast<int64_t>(act_err)};
+}
+
+// Splits "key=value ... --shape NAME key=value ..." into the shared
+// overrides and each named shape's.
+struct ShapeArgs {
+  std::vector<std::string> shared;
+  std::vector<std::pair<std::string, std::vector<std::string>>> shapes;
+};
+
+ShapeArgs split_shapes(const std::vector<std::string>& args) {
+  ShapeArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] != "--shape") {
+      (out.shapes.empty() ? out.shared : out.shapes.back().second)
+          .push_back(args[i]);
+      continue;
+    }
+    NDT_CHECK(
+        i + 1 < args.size() && args[i + 1].find('=') == std::string::npos &&
+            args[i + 1] != "--shape",
+        ConfigError,
+        "--shape needs a name before its key=value overrides");
+    out.shapes.push_back({args[++i], {}});
+  }
+  return out;
+}
+
+int run(ProcessGroup& world, const std::string& path, const ShapeArgs& a) {
+  if (a.shapes.empty()) {
+    const StepCheck c = measure(world, load_config(path, a.shared));
+    return c.comm_err == 0 && c.act_err_bytes <= 0 ? 0 : 1;
+  }
+  // Every shape's config first: a bad one fails before any step runs.
+  std::vector<Config> configs;
+  for (const auto& [name, overrides] : a.shapes) {
+    std::vector<std::string> args = a.shared;
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    configs.push_back(load_config(path, args));
+  }
+  double comm_err = 0;
+  int64_t act_err = 0;
+  bool unmodelled = false;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (world.rank() == 0) {
+      std::printf("step_shape %s\n", a.shapes[i].first.c_str());
+      std::fflush(stdout);
+    }
+    const StepCheck c = measure(world, configs[i]);
+    comm_err = std::max(comm_err, c.comm_err);
+    act_err = std::max(act_err, c.act_err_bytes);
+    unmodelled = unmodelled || c.act_err_bytes < 0;
+  }
+  if (world.rank() == 0)
+    std::printf(
+        "step_shapes=%zu max_comm_volume_error=%.3g "
+        "max_act_peak_error_bytes=%s\n",
+        configs.size(),
+        comm_err,
+        unmodelled ? "unmodelled" : std::to_string(act_err).c_str());
+  return comm_err == 0 && act_err == 0 ? 0 : 1;
 }
 
 int64_t bytes(const PassVolume& v) {
@@ -321,14 +403,16 @@ int main(int argc, char** argv) {
       if (mpi.world_rank() == 0)
         std::fprintf(
             stderr,
-            "usage: mpirun -np N tp_mode_comm_bench -c CONFIG [key=value ...]\n"
+            "usage: mpirun -np N tp_mode_comm_bench -c CONFIG [key=value ...]"
+            "\n"
+            "         [--shape NAME [key=value ...]]...\n"
             "       tp_mode_comm_bench --predict\n");
       return 2;
     }
-    const ndt::Config config = ndt::load_config(
-        argv[2], std::vector<std::string>(argv + 3, argv + argc));
+    const ndt::ShapeArgs args =
+        ndt::split_shapes(std::vector<std::string>(argv + 3, argv + argc));
     auto world = mpi.world();
-    return ndt::measure(*world, config);
+    return ndt::run(*world, argv[2], args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] error: %s\n", mpi.world_rank(), e.what());
     ndt::MpiRuntime::abort(1);

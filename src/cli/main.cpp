@@ -69,7 +69,7 @@ constexpr const char* kUsage =
     "  [mpirun -np N] ndtrain train -c CONFIG.yaml [key=value ...] "
     "[--auto-layout [MACHINE]]\n"
     "  [mpirun -np N] ndtrain verify -c CONFIG.yaml [key=value ...] "
-    "[--auto-layout [MACHINE]]\n"
+    "[--auto-layout [MACHINE] | --layout \"KEY=VALUE ...\" ...]\n"
     "  [mpirun -np N] ndtrain bench -c CONFIG.yaml [key=value ...] "
     "[--iters N] [--warmup N] [--auto-layout [MACHINE]]\n"
     "  ndtrain peak [--threads N]\n"
@@ -185,20 +185,30 @@ Job& start_world(const Config& config, int* argc, char*** argv) {
   return job;
 }
 
+// The ranks the config's layout needs (the product of its mesh axes), and
+// the axes as text ("dp 2 x tp 2"). The axes' checks (a mode's splits,
+// sequence parallelism's) throw here.
+int layout_ranks(const Config& config, std::string* text) {
+  int want = 1;
+  for (const MeshAxis& a : mesh_axes(config)) {
+    want *= a.size;
+    *text +=
+        (text->empty() ? "" : " x ") + a.name + " " + std::to_string(a.size);
+  }
+  return want;
+}
+
 Job& start_job(const Config& config, int* argc, char*** argv) {
-  // The axes first: their checks (a mode's splits, sequence parallelism's)
-  // fail before MPI starts, so that rank 0 alone reports them.
+  // The axes first: their checks fail before MPI starts, so that rank 0
+  // alone reports them.
   std::vector<std::string> names;
   std::vector<int> sizes;
-  std::string layout;
-  int want = 1;
   for (const MeshAxis& a : mesh_axes(config)) {
     names.push_back(a.name);
     sizes.push_back(a.size);
-    want *= a.size;
-    layout +=
-        (layout.empty() ? "" : " x ") + a.name + " " + std::to_string(a.size);
   }
+  std::string layout;
+  const int want = layout_ranks(config, &layout);
   Job& job = start_world(config, argc, argv);
   NDT_CHECK(
       g_world_size == want,
@@ -492,6 +502,85 @@ int cmd_verify(
   return rep.pass ? 0 : 1;
 }
 
+// `ndtrain verify --layout "KEY=VALUE ..." ...`: each layout (its
+// overrides after the shared ones) against its serial run, in turn in the
+// one job; every layout needs the job's ranks. All configs are checked
+// before the first runs. Ends with "verify: all N layouts PASS", or
+// "verify: FAIL: layouts I, J of N" naming each failed layout.
+int cmd_verify_layouts(
+    const ConfigArgs& a,
+    const AutoLayout& layout,
+    const std::vector<std::string>& layouts,
+    int* argc,
+    char*** argv) {
+  NDT_CHECK(
+      !layout.on,
+      ConfigError,
+      "ndtrain verify: --layout gives the layouts to compare and "
+      "--auto-layout picks one; use one of them");
+  load_config_args(a, "verify");  // the shared overrides alone are valid
+  std::vector<Config> configs;
+  int first = 0;  // the ranks of layout 1
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    std::vector<std::string> overrides = a.overrides;
+    std::istringstream words(layouts[i]);
+    for (std::string w; words >> w;)
+      overrides.push_back(w);
+    NDT_CHECK(
+        overrides.size() > a.overrides.size(),
+        ConfigError,
+        "ndtrain verify: --layout needs key=value overrides separated by "
+        "spaces, got '",
+        printable(layouts[i]),
+        "'");
+    configs.push_back(load_config(a.file, overrides));
+    std::string axes;
+    const int ranks = layout_ranks(configs[i], &axes);
+    first = i == 0 ? ranks : first;
+    NDT_CHECK(
+        ranks == first,
+        ConfigError,
+        "ndtrain verify: every --layout must need the same number of ranks; "
+        "layout 1 (",
+        printable(layouts[0]),
+        ") needs ",
+        first,
+        ", layout ",
+        i + 1,
+        " (",
+        printable(layouts[i]),
+        ") needs ",
+        ranks,
+        " (",
+        axes,
+        ")");
+  }
+  std::ostringstream quiet;
+  std::vector<size_t> failed;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Job& job = start_job(configs[i], argc, argv);
+    std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
+    out << "verify: layout " << i + 1 << " of " << configs.size() << ": "
+        << printable(layouts[i]) << "\n";
+    if (!run_verify(configs[i], *job.mesh, out).pass)
+      failed.push_back(i);
+  }
+  std::ostream& out = g_world_rank <= 0 ? std::cout : quiet;
+  if (failed.empty()) {
+    out << "verify: all " << configs.size()
+        << (configs.size() > 1 ? " layouts" : " layout") << " PASS\n";
+    return 0;
+  }
+  out << "verify: FAIL: layout" << (failed.size() > 1 ? "s " : " ");
+  for (size_t k = 0; k < failed.size(); ++k)
+    out << (k > 0 ? ", " : "") << failed[k] + 1;
+  out << " of " << configs.size() << " (";
+  for (size_t k = 0; k < failed.size(); ++k)
+    out << (k > 0 ? "; " : "") << printable(layouts[failed[k]]);
+  out << ")\n";
+  return 1;
+}
+
 // Prints one line of StepBenchResult (bench/*.sh read it).
 int cmd_bench(
     const ConfigArgs& a,
@@ -679,6 +768,16 @@ int run(int argc, char** argv) {
   add_auto_layout(*train, train_layout);
   add_auto_layout(*verify, verify_layout);
   add_auto_layout(*bench, bench_layout);
+  std::vector<std::string> verify_layouts;
+  verify
+      ->add_option(
+          "--layout",
+          verify_layouts,
+          "a layout to compare (its overrides, after the shared ones); "
+          "repeat it to compare several in one job")
+      ->type_name("\"KEY=VALUE ...\"")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   int iters = 20, warmup = 5;
   int_option(*bench, "--iters", iters, 1, "timed steps (20)");
   int_option(*bench, "--warmup", warmup, 0, "untimed steps first (5)");
@@ -735,6 +834,10 @@ int run(int argc, char** argv) {
   }
   if (*train)
     return cmd_train(train_args, train_layout, &argc, &argv);
+  if (*verify && !verify_layouts.empty()) {
+    return cmd_verify_layouts(
+        verify_args, verify_layout, verify_layouts, &argc, &argv);
+  }
   if (*verify)
     return cmd_verify(verify_args, verify_layout, &argc, &argv);
   if (*bench)

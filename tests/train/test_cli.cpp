@@ -151,6 +151,47 @@ TEST(Cli, CorruptCheckpointIsRejectedClearly) {
   fs::remove_all(dir + "2");
 }
 
+// verify --layout: each layout in turn in one process, each report the
+// same to the last digit as the layout's own run, then one verdict; the
+// layouts must need the same ranks, and --auto-layout excludes --layout.
+TEST(Cli, VerifyLayoutsInTurnEachAsItsOwnRun) {
+  const std::string base = "verify -c " + cfg("verify/mlp.yaml");
+  const std::vector<std::string> layouts = {
+      "parallel.dp=2 parallel.dp_mode=threads parallel.microbatches=2",
+      "parallel.recompute=block"};
+  Result both = ndtrain(
+      base + " --layout \"" + layouts[0] + "\" --layout \"" + layouts[1] +
+      "\"");
+  ASSERT_EQ(both.code, 0) << both.output;
+  std::string want;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    Result one = ndtrain(base + " " + layouts[i]);
+    ASSERT_EQ(one.code, 0) << one.output;
+    want += "verify: layout " + std::to_string(i + 1) + " of 2: " + layouts[i] +
+            "\n" + one.output;
+  }
+  EXPECT_EQ(both.output, want + "verify: all 2 layouts PASS\n");
+
+  Result r = ndtrain(
+      base + " --layout parallel.dp=2 --layout \"parallel.dp=2 " +
+      "parallel.dp_mode=threads\"");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(
+      r.output.find("every --layout must need the same number of ranks; "
+                    "layout 1 (parallel.dp=2) needs 2, layout 2"),
+      std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("verify: layout 1"), std::string::npos);
+  r = ndtrain(base + " --auto-layout --layout parallel.dp=2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--auto-layout picks one"), std::string::npos)
+      << r.output;
+  r = ndtrain(base + " --layout \" \"");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--layout needs key=value"), std::string::npos)
+      << r.output;
+}
+
 // The schedule's grid, checked; with --instructions each rank's list,
 // the sends' waits included.
 TEST(Cli, SchedulePrintsTheGridAndTheInstructions) {

@@ -74,6 +74,11 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The whole file at `path` as bytes (empty when it cannot be read).
+std::string read_bytes(const std::string& path);
+// `bytes` into `path`, replacing what it held.
+void write_bytes(const std::string& path, const std::string& bytes);
+
 // Checks the analytic gradient `grad` of a scalar function `loss` of `x`
 // against central differences in double precision. `loss` is evaluated with
 // x perturbed in place (fp32), step `h`. Returns the largest error ratio

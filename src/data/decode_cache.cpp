@@ -5,8 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +12,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "data/mapped_file.h"
 
 namespace ndt {
@@ -108,19 +108,13 @@ std::optional<std::string> recorded_source(const std::string& file) {
   return out;
 }
 
-// Whether `name` is a writer's temporary file: an entry's name, ".tmp.",
-// the writer's pid, "." and a number (store_decoded).
+// Whether `name` is a writer's temporary file: ".", an entry's name,
+// ".tmp-" and the writer's pid (write_file_atomic's temp_path_for).
 bool is_temporary(const std::string& name) {
-  const size_t tmp = name.rfind(".tmp.");
-  if (tmp == std::string::npos)
-    return false;
-  const std::string rest = name.substr(tmp + 5);
-  const size_t dot = rest.find('.');
-  auto digits = [](const std::string& t) {
-    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
-  };
-  return dot != std::string::npos && digits(rest.substr(0, dot)) &&
-         digits(rest.substr(dot + 1));
+  const size_t tmp = name.rfind(".tmp-");
+  return name.starts_with('.') && tmp != std::string::npos &&
+         tmp + 5 < name.size() &&
+         name.find_first_not_of("0123456789", tmp + 5) == std::string::npos;
 }
 
 // Removes the entries in `dir` whose source is gone or is not the file
@@ -148,20 +142,6 @@ void prune(const std::string& dir) {
         fs::path(now_entry->path).filename() != f.path().filename())
       fs::remove(f.path(), fec);
   }
-}
-
-bool write_all(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -197,26 +177,20 @@ bool store_decoded(
   if (!e || n <= 0 || (fs::create_directories(dir, ec), ec))
     return false;
   prune(dir);
-  // Unique among the processes and threads writing the same entry.
-  static std::atomic<unsigned> serial{0};
-  const std::string tmp = e->path + ".tmp." + std::to_string(getpid()) + "." +
-                          std::to_string(serial++);
-  const int fd =
-      open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return false;
-  uint8_t tail[kTailBytes];
-  put_u32(tail, static_cast<uint32_t>(e->source.size()));
-  put_u32(tail + 4, libdeflate_crc32(0, bytes, static_cast<size_t>(n)));
-  std::memcpy(tail + 8, kTag, sizeof kTag);
-  bool ok = write_all(fd, bytes, static_cast<size_t>(n)) &&
-            write_all(fd, e->source.data(), e->source.size()) &&
-            write_all(fd, tail, kTailBytes);
-  ok = close(fd) == 0 && ok;
-  ok = ok && std::rename(tmp.c_str(), e->path.c_str()) == 0;
-  if (!ok)
-    unlink(tmp.c_str());
-  return ok;
+  try {
+    write_file_atomic(e->path, [&](FileWriter& out) {
+      out.write(bytes, static_cast<size_t>(n));
+      uint8_t tail[kTailBytes];
+      put_u32(tail, static_cast<uint32_t>(e->source.size()));
+      put_u32(tail + 4, out.crc32());  // of the bytes: the same CRC-32
+      std::memcpy(tail + 8, kTag, sizeof kTag);
+      out.write(e->source.data(), e->source.size());
+      out.write(tail, kTailBytes);
+    });
+  } catch (const Error&) {
+    return false;  // best effort; write_file_atomic leaves nothing behind
+  }
+  return true;
 }
 
 std::string default_decode_cache_dir() {

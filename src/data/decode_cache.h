@@ -12,8 +12,9 @@
 // path's length and the decoded bytes' CRC-32 (uint32 little-endian each)
 // and the tag "NDTDEC01". A reader checks the tag, the path and the CRC;
 // an entry that fails is not used (the source is decoded again and the
-// entry rewritten). Entries are written to a temporary name and renamed,
-// so a reader sees a whole entry or none, whatever runs beside it. Each
+// entry rewritten). Entries are written with write_file_atomic (a
+// temporary name, fsync, rename), so a reader sees a whole entry or none,
+// whatever runs beside it. Each
 // store first removes the entries whose source is gone or changed (a
 // dataset copied to a temporary directory leaves nothing behind once the
 // copy is deleted) and temporary files over an hour old.

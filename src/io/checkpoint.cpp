@@ -17,8 +17,8 @@
 #include <tuple>
 #include <utility>
 
+#include "base/atomic_file.h"
 #include "base/check.h"
-#include "io/atomic_file.h"
 #include "io/untrusted.h"
 
 namespace ndt {

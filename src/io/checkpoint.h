@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
 #include "io/safetensors.h"
 
 namespace ndt {

@@ -14,8 +14,8 @@
 #include <system_error>
 #include <utility>
 
+#include "base/atomic_file.h"
 #include "base/check.h"
-#include "io/atomic_file.h"
 #include "io/untrusted.h"
 
 namespace ndt {

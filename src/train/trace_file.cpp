@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace ndt {
 namespace {

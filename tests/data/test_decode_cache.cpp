@@ -66,14 +66,12 @@ std::vector<std::string> entries(const TempDir& dir, const std::string& sub) {
   std::vector<std::string> out;
   for (const auto& f : fs::directory_iterator(dir.sub(sub))) {
     const std::string name = f.path().filename().string();
-    // A temporary file's name ends in ".tmp.", digits, "." and digits.
-    const size_t tmp = name.rfind(".tmp.");
-    const size_t last = name.rfind('.');
+    // A writer's temporary file: "." + an entry's name + ".tmp-" + pid.
+    const size_t tmp = name.rfind(".tmp-");
     const bool temporary =
-        tmp != std::string::npos && last > tmp + 5 &&
-        name.find_first_not_of("0123456789", tmp + 5) == last &&
-        name.find_first_not_of("0123456789", last + 1) == std::string::npos &&
-        last + 1 < name.size();
+        name.starts_with('.') && tmp != std::string::npos &&
+        tmp + 5 < name.size() &&
+        name.find_first_not_of("0123456789", tmp + 5) == std::string::npos;
     if (!temporary)
       out.push_back(f.path().string());
   }
@@ -161,32 +159,32 @@ TEST(DecodeCache, StoreRemovesEntriesOfGoneSourcesAndOldTemporariesOnly) {
   TempDir dir;
   const std::string cache = dir.sub("cache");
   write_raw(dir.sub("a.gz"), {1});
-  write_raw(dir.sub("b.tmp.1.2.gz"), {2});  // an entry, not a temporary
+  write_raw(dir.sub(".b.tmp-12.gz"), {2});  // an entry, not a temporary
   write_raw(dir.sub("c.gz"), {3});
   const std::vector<uint8_t> bytes = pattern(1000, 5);
-  for (const char* s : {"a.gz", "b.tmp.1.2.gz"})
+  for (const char* s : {"a.gz", ".b.tmp-12.gz"})
     ASSERT_TRUE(store_decoded(cache, dir.sub(s), bytes.data(), bytes.size()));
   ASSERT_EQ(entries(dir, "cache").size(), 2u);
   // A file that is not an entry, a writer's temporary file that died two
   // hours ago and one of a writer still at work.
   write_raw(cache + "/notes.txt", {'h', 'i'});
-  write_raw(cache + "/x.0123456789abcdef.tmp.1.0", {0});
-  write_raw(cache + "/y.0123456789abcdef.tmp.2.0", {0});
+  write_raw(cache + "/.x.0123456789abcdef.tmp-1", {0});
+  write_raw(cache + "/.y.0123456789abcdef.tmp-2", {0});
   const auto two_hours_ago =
       fs::file_time_type::clock::now() - std::chrono::hours(2);
-  fs::last_write_time(cache + "/x.0123456789abcdef.tmp.1.0", two_hours_ago);
+  fs::last_write_time(cache + "/.x.0123456789abcdef.tmp-1", two_hours_ago);
   for (const std::string& e : entries(dir, "cache"))
     fs::last_write_time(e, two_hours_ago);
   fs::remove(dir.sub("a.gz"));
   ASSERT_TRUE(
       store_decoded(cache, dir.sub("c.gz"), bytes.data(), bytes.size()));
   EXPECT_FALSE(find_decoded(cache, dir.sub("a.gz")));
-  EXPECT_TRUE(find_decoded(cache, dir.sub("b.tmp.1.2.gz")));
+  EXPECT_TRUE(find_decoded(cache, dir.sub(".b.tmp-12.gz")));
   EXPECT_TRUE(find_decoded(cache, dir.sub("c.gz")));
   EXPECT_EQ(entries(dir, "cache").size(), 3u);  // b, c, notes.txt
   EXPECT_TRUE(fs::exists(cache + "/notes.txt"));
-  EXPECT_FALSE(fs::exists(cache + "/x.0123456789abcdef.tmp.1.0"));
-  EXPECT_TRUE(fs::exists(cache + "/y.0123456789abcdef.tmp.2.0"));
+  EXPECT_FALSE(fs::exists(cache + "/.x.0123456789abcdef.tmp-1"));
+  EXPECT_TRUE(fs::exists(cache + "/.y.0123456789abcdef.tmp-2"));
 }
 
 TEST(DecodeCache, UnwritableDirectoryStoresNothing) {

@@ -2,7 +2,6 @@
 // and DataErrors for broken copies of the files.
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "data/byte_files.h"
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
 
@@ -63,12 +63,7 @@ void write_idx_gz(
       bytes.push_back(uint8_t(d >> s));
   }
   bytes.insert(bytes.end(), payload.begin(), payload.end());
-  gzFile gz = gzopen(path.c_str(), "wb1");
-  ASSERT_NE(gz, nullptr);
-  ASSERT_EQ(
-      gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())),
-      static_cast<int>(bytes.size()));
-  ASSERT_EQ(gzclose(gz), Z_OK);
+  test::write_gz(path, bytes);
 }
 
 // Expects load_fashion_mnist(dir, false) to throw a DataError naming

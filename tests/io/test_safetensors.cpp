@@ -27,18 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using test::read_bytes;
 using test::TempDir;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(
-      std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_bytes;
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');

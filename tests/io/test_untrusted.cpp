@@ -23,21 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::read_bytes;
 using test::TempDir;
+using test::write_bytes;
 
 std::string nested(int depth) {
   return std::string(depth, '[') + std::string(depth, ']');
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(
-      std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
 }
 
 template <typename E>
@@ -61,7 +52,7 @@ std::string checkpoint_with_manifest(
   c.optimizer = {{"w.exp_avg", test::randn({4, 3}, 1, "m")}};
   std::string dir = save_checkpoint(root.str(), 2, c);
   std::string path = dir + "/manifest.json";
-  write_text(path, edit(read_text(path)));
+  write_bytes(path, edit(read_bytes(path)));
   return dir;
 }
 
@@ -145,7 +136,7 @@ TEST(UntrustedManifest, OnlySmallRegularFiles) {
   EXPECT_NE(msg.find("is not a regular file"), std::string::npos) << msg;
 
   fs::remove(manifest);
-  write_text(manifest, "{}");
+  write_bytes(manifest, "{}");
   fs::resize_file(manifest, kMaxManifestBytes + 1);
   msg = error_of<CheckpointError>([&] { load_checkpoint(dir); });
   EXPECT_NE(msg.find("more than the limit"), std::string::npos) << msg;
@@ -169,7 +160,7 @@ TEST(UntrustedSafetensors, DeepShapeOrOffsetsIsAnError) {
     for (int i = 0; i < 8; ++i)
       bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
     std::string path = dir.sub("deep.safetensors");
-    write_text(path, bytes + header);
+    write_bytes(path, bytes + header);
     std::string msg =
         error_of<CheckpointError>([&] { read_safetensors(path); });
     EXPECT_NE(msg.find("nests JSON deeper than 64"), std::string::npos) << msg;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
-#include "io/atomic_file.h"
 #include "test_util.h"
 
 namespace ndt {
@@ -22,18 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using test::read_bytes;
 using test::TempDir;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(
-      std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using test::write_bytes;
 
 TEST(AtomicFile, FileWriterCountsBytesAndCrc) {
   TempDir dir;

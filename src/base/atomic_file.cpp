@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +103,22 @@ std::string temp_path_for(const std::string& path) {
       p.parent_path() /
       detail::str_cat(".", name, ".tmp-", static_cast<long>(::getpid()));
   return tmp.string();
+}
+
+std::optional<long> temp_path_pid(const std::string& name) {
+  const size_t at = name.rfind(".tmp-");
+  if (!name.starts_with('.') || at == std::string::npos)
+    return std::nullopt;
+  // Digits only, to the end: no sign, no empty pid.
+  const char* first = name.data() + at + 5;
+  const char* last = name.data() + name.size();
+  if (first == last || *first < '0' || *first > '9')
+    return std::nullopt;
+  long pid = 0;
+  const auto [ptr, err] = std::from_chars(first, last, pid);
+  if (err != std::errc() || ptr != last)
+    return std::nullopt;
+  return pid;
 }
 
 void write_file_atomic(

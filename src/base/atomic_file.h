@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace ndt {
@@ -53,6 +54,11 @@ class FileWriter {
 // "<dir>/.<name>.tmp-<pid>" for "<dir>/<name>": a hidden sibling of `path`
 // (same filesystem, so rename() is atomic).
 std::string temp_path_for(const std::string& path);
+
+// The writer's pid when file name `name` is one temp_path_for gives
+// (".<name>.tmp-<digits>"), else nullopt: how a directory's owner tells
+// the temp files of writers that died from its own files.
+std::optional<long> temp_path_pid(const std::string& name);
 
 // Writes `path` atomically: `fill` writes the contents to a FileWriter on
 // temp_path_for(path); the temp file is fsync()ed, renamed over `path`, and

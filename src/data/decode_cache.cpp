@@ -108,15 +108,6 @@ std::optional<std::string> recorded_source(const std::string& file) {
   return out;
 }
 
-// Whether `name` is a writer's temporary file: ".", an entry's name,
-// ".tmp-" and the writer's pid (write_file_atomic's temp_path_for).
-bool is_temporary(const std::string& name) {
-  const size_t tmp = name.rfind(".tmp-");
-  return name.starts_with('.') && tmp != std::string::npos &&
-         tmp + 5 < name.size() &&
-         name.find_first_not_of("0123456789", tmp + 5) == std::string::npos;
-}
-
 // Removes the entries in `dir` whose source is gone or is not the file
 // it was (the entry's name differs from the one the source has now), and
 // temporary files of ours older than kStaleTemp.
@@ -128,7 +119,7 @@ void prune(const std::string& dir) {
     if (!f.is_regular_file(fec))
       continue;
     const std::string path = f.path().string();
-    if (is_temporary(f.path().filename().string())) {
+    if (temp_path_pid(f.path().filename().string())) {  // a writer's
       const auto written = f.last_write_time(fec);
       if (!fec && now - written > kStaleTemp)
         fs::remove(f.path(), fec);

@@ -73,22 +73,12 @@ void remove_stale_temps(const std::string& root) {
     return;
   for (const auto& entry : it) {
     std::string name = entry.path().filename().string();
-    if (!name.starts_with(".step-"))
+    const std::optional<long> pid = temp_path_pid(name);
+    if (!name.starts_with(".step-") || !pid || *pid <= 0)
       continue;
-    size_t at = name.rfind(".tmp-");
-    if (at == std::string::npos)
-      continue;
-    std::string_view digits = std::string_view(name).substr(at + 5);
-    long pid = 0;
-    auto [ptr, perr] =
-        std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-    if (perr != std::errc() || ptr != digits.data() + digits.size() ||
-        pid <= 0) {
-      continue;
-    }
     const bool alive =
-        ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-    if (!alive || pid == static_cast<long>(::getpid()))
+        ::kill(static_cast<pid_t>(*pid), 0) == 0 || errno == EPERM;
+    if (!alive || *pid == static_cast<long>(::getpid()))
       remove_quietly(entry.path().string());
   }
 }

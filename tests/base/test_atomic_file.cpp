@@ -53,6 +53,21 @@ TEST(AtomicFile, TempPathIsHiddenSibling) {
   EXPECT_EQ(temp_path_for("x"), ".x.tmp-" + std::to_string(::getpid()));
 }
 
+TEST(AtomicFile, TempPathPidTellsTempNames) {
+  const std::string tmp = fs::path(temp_path_for("/a/b/x.1")).filename();
+  EXPECT_EQ(temp_path_pid(tmp), static_cast<long>(::getpid()));
+  EXPECT_EQ(temp_path_pid(".step-3.tmp-0"), 0L);
+  for (const char* name :
+       {"x.tmp-12",
+        ".x.tmp-",
+        ".x.tmp-12a",
+        ".b.tmp-12.gz",
+        ".x.tmp--12",
+        ".x.tmp-99999999999999999999999",
+        "x"})
+    EXPECT_EQ(temp_path_pid(name), std::nullopt) << name;
+}
+
 TEST(AtomicFile, WriteReplacesAndLeavesNoTemp) {
   TempDir dir;
   std::string path = dir.sub("f.txt");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "data/byte_files.h"
 #include "data/decode_cache.h"
@@ -66,13 +67,7 @@ std::vector<std::string> entries(const TempDir& dir, const std::string& sub) {
   std::vector<std::string> out;
   for (const auto& f : fs::directory_iterator(dir.sub(sub))) {
     const std::string name = f.path().filename().string();
-    // A writer's temporary file: "." + an entry's name + ".tmp-" + pid.
-    const size_t tmp = name.rfind(".tmp-");
-    const bool temporary =
-        name.starts_with('.') && tmp != std::string::npos &&
-        tmp + 5 < name.size() &&
-        name.find_first_not_of("0123456789", tmp + 5) == std::string::npos;
-    if (!temporary)
+    if (!temp_path_pid(name))
       out.push_back(f.path().string());
   }
   return out;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <thread>
@@ -14,8 +16,10 @@
 #include "comm/process_group.h"
 #include "comm/self_process_group.h"
 #include "ops/ops.h"
+#include "tensor/memory.h"
 #include "train/data_source.h"
 #include "train/engine.h"
+#include "train/factory.h"
 
 namespace ndt {
 namespace {
@@ -104,19 +108,33 @@ bool counts_elements(
   return true;
 }
 
-// Compares the layout's parameters (values, or gradients) with the serial
-// tensors of the same names.
+// The serial model's parameters as a build describes them (names, global
+// shapes), in the order of Model::parameters(): every rank knows them
+// without holding the serial model (each module is freed as soon as it is
+// built).
+std::vector<ParamDesc> describe_serial(const Config& serial) {
+  SerialBuilder builder;
+  const std::unique_ptr<Model> described =
+      make_model(serial.model, builder, keep_no_module);
+  std::vector<ParamDesc> out;
+  for (const std::vector<ParamDesc>& m : described->described_modules())
+    out.insert(out.end(), m.begin(), m.end());
+  return out;
+}
+
+// The names and shapes of the serial parameters, which the layout's
+// parameters are compared with.
 class Comparison {
  public:
   // serial: the serial model's parameters; layout: the engine whose
   // parameters are compared, on `mesh`.
   Comparison(
-      const std::vector<Parameter*>& serial, const Engine& layout, Mesh& mesh)
+      const std::vector<ParamDesc>& serial, const Engine& layout, Mesh& mesh)
       : layout_(layout), mesh_(mesh) {
     for (size_t i = 0; i < serial.size(); ++i) {
-      index_[serial[i]->name] = static_cast<int>(i);
-      names_.push_back(serial[i]->name);
-      shapes_.push_back(serial[i]->layout.global_shape);
+      index_[serial[i].name] = static_cast<int>(i);
+      names_.push_back(serial[i].name);
+      shapes_.push_back(serial[i].global_shape);
     }
   }
 
@@ -126,62 +144,29 @@ class Comparison {
   const std::string& name(int i) const {
     return names_[i];
   }
-  int64_t numel(int i) const {
-    int64_t n = 1;
-    for (int64_t d : shapes_[i])
-      n *= d;
-    return n;
+  const Shape& shape(int i) const {
+    return shapes_[i];
   }
-
-  // This rank's sums; `serial[i]` is the serial tensor of parameter i,
-  // `mine[h]` the layout's tensor of parameter held[h] (its gradient, or
-  // its value). `partition`: the `held` lists of the replicas partition
-  // the parameters (ZeRO's, each held by the rank that updates it), so
-  // copies exist only over the tensor-parallel axes.
-  std::vector<double> local(
-      const std::vector<Tensor>& serial,
-      const std::vector<Parameter*>& held,
-      const std::vector<Tensor>& mine,
-      bool partition = false) const {
-    NDT_ASSERT(mine.size() == held.size(), "one tensor per held parameter");
-    std::vector<double> s(size_t(size()) * kSums + 1, 0.0);
-    for (size_t i = 0; i < serial.size(); ++i) {
-      if (!all_finite(serial[i]))
-        s[i * kSums + kBadSerial] = 1;
+  int64_t numel(int i) const {
+    return shape_numel(shapes_[i]);
+  }
+  // The serial tensor of `name`, or -1.
+  int index(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? -1 : it->second;
+  }
+  // Names a parameter of the layout that the serial model lacks, once.
+  void report_extra(const std::string& name) const {
+    if (reported_.insert(name).second) {
+      std::cerr << "verify: the layout has parameter '" << name
+                << "' that the serial model does not have\n";
     }
-    for (size_t h = 0; h < held.size(); ++h) {
-      const Parameter* p = held[h];
-      auto it = index_.find(p->name);
-      if (it == index_.end()) {
-        if (reported_.insert(p->name).second) {
-          std::cerr << "verify: the layout has parameter '" << p->name
-                    << "' that the serial model does not have\n";
-        }
-        if (counts_elements(*p, layout_, mesh_, partition))
-          s.back() += 1;
-        continue;
-      }
-      const size_t i = static_cast<size_t>(it->second);
-      double* v = &s[i * kSums];
-      if (p->layout.global_shape != shapes_[i] ||
-          mine[h].shape() != p->layout.local_shape()) {
-        v[kShapeMismatch] = 1;
-        continue;
-      }
-      if (!all_finite(mine[h]))
-        v[kBadLayout] = 1;
-      const Tensor ref = p->layout.take_local(serial[i]);
-      const float* x = ref.data();
-      const float* y = mine[h].data();
-      for (int64_t j = 0; j < ref.numel(); ++j) {
-        const double d = double(y[j]) - x[j];
-        v[kDiff2] += d * d;
-        v[kNorm2] += double(x[j]) * x[j];
-      }
-      if (counts_elements(*p, layout_, mesh_, partition))
-        v[kCount] += double(ref.numel());
-    }
-    return s;
+  }
+  const Engine& layout() const {
+    return layout_;
+  }
+  Mesh& mesh() const {
+    return mesh_;
   }
 
   // Sums over every rank of the job.
@@ -196,6 +181,85 @@ class Comparison {
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
   mutable std::set<std::string> reported_;  // extra parameters named
+};
+
+// One side's sums against the serial run on this rank, filled serial
+// tensor by serial tensor (add) as they arrive.
+class Tally {
+ public:
+  // `mine[h]` is the tensor of parameter held[h] (its gradient, or its
+  // value). `partition`: the `held` lists of the replicas partition the
+  // parameters (ZeRO's, each held by the rank that updates it), so
+  // copies exist only over the tensor-parallel axes.
+  Tally(
+      const Comparison& cmp,
+      std::vector<Parameter*> held,
+      std::vector<Tensor> mine,
+      bool partition = false)
+      : cmp_(cmp),
+        held_(std::move(held)),
+        mine_(std::move(mine)),
+        partition_(partition),
+        blocks_(size_t(cmp.size())),
+        sums_(size_t(cmp.size()) * kSums + 1, 0.0) {
+    NDT_ASSERT(mine_.size() == held_.size(), "one tensor per held parameter");
+    for (size_t h = 0; h < held_.size(); ++h) {
+      const Parameter& p = *held_[h];
+      const int i = cmp.index(p.name);
+      if (i >= 0) {
+        blocks_[size_t(i)].push_back(h);
+        continue;
+      }
+      cmp.report_extra(p.name);
+      if (counts(p))
+        sums_.back() += 1;
+    }
+  }
+
+  // Serial tensor i: its sums against the blocks of it this side holds.
+  void add(int i, const Tensor& serial) {
+    double* v = &sums_[size_t(i) * kSums];
+    if (!all_finite(serial))
+      v[kBadSerial] = 1;
+    for (size_t h : blocks_[size_t(i)]) {
+      const Parameter& p = *held_[h];
+      if (p.layout.global_shape != cmp_.shape(i) ||
+          mine_[h].shape() != p.layout.local_shape()) {
+        v[kShapeMismatch] = 1;
+        continue;
+      }
+      if (!all_finite(mine_[h]))
+        v[kBadLayout] = 1;
+      const Tensor ref = p.layout.take_local(serial);
+      const float* x = ref.data();
+      const float* y = mine_[h].data();
+      for (int64_t j = 0; j < ref.numel(); ++j) {
+        const double d = double(y[j]) - x[j];
+        v[kDiff2] += d * d;
+        v[kNorm2] += double(x[j]) * x[j];
+      }
+      if (counts(p))
+        v[kCount] += double(ref.numel());
+    }
+  }
+
+  // kSums per serial tensor, then the count of parameters the serial
+  // model lacks.
+  const std::vector<double>& sums() const {
+    return sums_;
+  }
+
+ private:
+  bool counts(const Parameter& p) const {
+    return counts_elements(p, cmp_.layout(), cmp_.mesh(), partition_);
+  }
+
+  const Comparison& cmp_;
+  std::vector<Parameter*> held_;
+  std::vector<Tensor> mine_;
+  bool partition_;
+  std::vector<std::vector<size_t>> blocks_;  // per serial tensor: in held_
+  std::vector<double> sums_;
 };
 
 // ||layout - serial|| / ||serial|| of tensor i from reduced sums (0 when
@@ -307,49 +371,67 @@ void share_from_rank0(ProcessGroup& world, const std::vector<double*>& xs) {
     *xs[i] = v[i];
 }
 
-// The serial run's step on every rank of `world`: rank 0 stepped it and
-// sends its gradients (`grads`, before the update) and the updated values
-// of `serial`'s parameters in one broadcast, and the step's loss and
-// gradient norm. The other ranks' serial model never steps; it holds rank
-// 0's values.
-void share_serial_step(
-    Model& serial,
-    std::vector<Tensor>& grads,
-    StepResult& r,
-    ProcessGroup& world) {
-  if (world.size() == 1)
-    return;
-  const std::vector<Parameter*> params = serial.parameters();
-  std::vector<Tensor*> tensors;
-  int64_t total = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    for (Tensor* t : {&grads[i], &params[i]->value}) {
-      tensors.push_back(t);
-      total += t->numel();
+// The serial run's step on every rank of `world`, one parameter at a
+// time: rank 0 stepped it (`ref`, null elsewhere) and sends each
+// parameter's gradient (`grads[i]`, before the update) and updated value;
+// every rank passes them to use(i, gradient, value) in the order of
+// `serial`. So a rank other than 0 holds one parameter's pair at a time,
+// not the serial model.
+void stream_serial_step(
+    const std::vector<ParamDesc>& serial,
+    Engine* ref,
+    const std::vector<Tensor>& grads,
+    ProcessGroup& world,
+    const std::function<void(int, const Tensor&, const Tensor&)>& use) {
+  std::vector<Parameter*> params;
+  if (ref != nullptr)
+    params = ref->model().parameters();
+  for (size_t i = 0; i < serial.size(); ++i) {
+    Tensor g, v;
+    if (ref != nullptr) {
+      g = grads[i];
+      v = params[i]->value;
+    } else {
+      g = Tensor(serial[i].global_shape, MemTag::kOther);
+      v = Tensor(serial[i].global_shape, MemTag::kOther);
     }
+    if (world.size() > 1) {
+      world.broadcast(g.data(), g.numel(), 0);
+      world.broadcast(v.data(), v.numel(), 0);
+    }
+    use(static_cast<int>(i), g, v);
   }
-  std::vector<float> flat(static_cast<size_t>(total));
-  const bool root = world.rank() == 0;
-  float* at = flat.data();
-  for (Tensor* t : tensors) {
-    if (root)
-      std::copy(t->data(), t->data() + t->numel(), at);
-    at += t->numel();
-  }
-  world.broadcast(flat.data(), total, 0);
-  at = flat.data();
-  for (Tensor* t : tensors) {
-    if (!root)
-      std::copy(at, at + t->numel(), t->data());
-    at += t->numel();
-  }
-  share_from_rank0(world, {&r.loss, &r.grad_norm});
 }
 
 std::string fmt(const char* f, double a) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
   return buf;
+}
+
+// "verify: memory peak per rank ...": every rank's peak of ndtrain's
+// allocator during this verify's runs, gathered over `world`, and where
+// the serial and floor runs ran. The dataset is left out: loaded before
+// the runs and unchanged by them, it is counted where it was decoded into
+// the allocator's memory but not where it is mapped from the decode
+// cache.
+std::string memory_line(ProcessGroup& world, int nfloors) {
+  std::vector<double> peaks(size_t(world.size()), 0.0);
+  const MemoryStats mem = memory_stats();
+  peaks[size_t(world.rank())] = double(
+      mem.total_peak_bytes -
+      mem.current_bytes[static_cast<int>(MemTag::kData)]);
+  world.all_reduce(peaks.data(), static_cast<int64_t>(peaks.size()));
+  std::string line = "verify: memory peak per rank (MiB):";
+  for (double b : peaks)
+    line += fmt(" %.1f", b / (1 << 20));
+  if (world.size() == 1)
+    return line + " (serial and floor runs)\n";
+  line += " (serial run on rank 0, floor runs on rank";
+  line += nfloors > 1 ? "s" : "";
+  for (int k = 0; k < nfloors; ++k)
+    line += (k > 0 ? ", " : " ") + std::to_string((k + 1) % world.size());
+  return line + ")\n";
 }
 
 }  // namespace
@@ -373,9 +455,10 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
                  std::to_string(c.parallel.microbatches);
   }
   const int64_t steps = std::min(config.verify.steps, config.train.steps);
-  // The serial run steps on rank 0 only and shares its results
-  // (share_serial_step); floor run k on rank (k + 1) mod the job's size, so
-  // that the floors run beside each other and the serial run.
+  // The serial run steps on rank 0 only and sends its results one
+  // parameter at a time (stream_serial_step); floor run k on rank (k + 1)
+  // mod the job's size, so that the floors run beside each other and the
+  // serial run.
   const int ranks = mesh.world().size();
   const bool serial_rank = mesh.rank() == 0;
   const int nfloors = static_cast<int>(floor_cfgs.size());
@@ -385,7 +468,26 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   for (const MeshAxis& a : mesh_axes(serial))
     serial_axes.push_back(a.name);
   SingleRankMesh ref_mesh(serial_axes), floor_mesh(serial_axes);
-  Engine ref(serial, data, ref_mesh.mesh());
+  // Every rank knows the serial parameters' names and shapes; rank 0
+  // alone builds the serial model.
+  const std::vector<ParamDesc> serial_params = describe_serial(serial);
+  int64_t serial_numel = 0;
+  for (const ParamDesc& d : serial_params)
+    serial_numel += shape_numel(d.global_shape);
+  std::unique_ptr<Engine> ref;
+  if (serial_rank) {
+    ref = std::make_unique<Engine>(serial, data, ref_mesh.mesh());
+    const std::vector<Parameter*> params = ref->model().parameters();
+    NDT_ASSERT(
+        params.size() == serial_params.size(),
+        "the serial model has the parameters its description lists");
+    for (size_t i = 0; i < params.size(); ++i) {
+      NDT_ASSERT(
+          params[i]->name == serial_params[i].name &&
+              params[i]->layout.global_shape == serial_params[i].global_shape,
+          "the serial model has the parameters its description lists");
+    }
+  }
   // floors[k]: floor run k where this rank runs it, else null.
   std::vector<std::unique_ptr<Engine>> floors(floor_cfgs.size());
   for (int k = 0; k < nfloors; ++k) {
@@ -395,11 +497,12 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     }
   }
   Engine par(layout, data, mesh);
+  // The memory line's peaks: what the engines hold and the runs add.
+  memory_reset_peaks();
 
-  out << "verify: " << to_string(config.model.kind) << " ("
-      << ref.model().num_parameters() << " parameters), layout "
-      << layout_name(config) << " vs serial, " << steps
-      << " steps, global batch " << config.train.batch_size
+  out << "verify: " << to_string(config.model.kind) << " (" << serial_numel
+      << " parameters), layout " << layout_name(config) << " vs serial, "
+      << steps << " steps, global batch " << config.train.batch_size
       << "; noise floor: serial with microbatches=" << floor_mbs << " on "
       << ops::to_string(floor_gemm(ops::gemm_backend())) << "'s GEMM\n";
   VerifyReport rep;
@@ -411,7 +514,7 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     if (repeats[kind]++ == 0)
       fail(what);
   };
-  const Comparison cmp(ref.model().parameters(), par, mesh);
+  const Comparison cmp(serial_params, par, mesh);
   const int n = cmp.size();
   const size_t m = size_t(n) * kSums + 1;
   // Under ZeRO a gradient is final on the rank that updates it only, and
@@ -451,31 +554,76 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   }
   par.on_grads_ready = nullptr;
 
-  // The serial run, step by step against the layout's.
-  // The serial gradients of the step: rank 0's, on every rank.
-  std::vector<Tensor> grads_ref = grads_of(ref.model().parameters(), true);
-  std::vector<double> grad_sums, value_sums, floor_grad_sums;
-  int64_t compared_elements = 0;
-  bool stopped = false;
-  ref.on_grads_ready = [&] {
-    const std::vector<Parameter*> params = ref.model().parameters();
-    for (size_t i = 0; i < params.size(); ++i)
-      grads_ref[i].copy_(params[i]->grad);
-  };
-  for (std::unique_ptr<Engine>& floor : floors) {
-    Engine* e = floor.get();
-    if (e == nullptr)
-      continue;
-    e->on_grads_ready = [&, e] {
-      const std::vector<Parameter*> params = e->model().parameters();
-      floor_grad_sums = cmp.local(grads_ref, params, grads_of(params));
+  // The serial run, step by step against the layout's: rank 0 steps it,
+  // floor run k steps on its rank, then every rank compares what it holds
+  // with the serial tensors as rank 0 sends them (stream_serial_step).
+  // The serial gradients of the step (rank 0) and each floor run's (its
+  // rank), before the update.
+  std::vector<Tensor> grads_ref;
+  if (ref != nullptr) {
+    grads_ref = grads_of(ref->model().parameters(), true);
+    ref->on_grads_ready = [&] {
+      const std::vector<Parameter*> params = ref->model().parameters();
+      for (size_t i = 0; i < params.size(); ++i)
+        grads_ref[i].copy_(params[i]->grad);
     };
   }
+  std::vector<std::vector<Tensor>> floor_grads(floors.size());
+  for (int k = 0; k < nfloors; ++k) {
+    Engine* e = floors[k].get();
+    if (e == nullptr)
+      continue;
+    e->on_grads_ready = [&floor_grads, k, e] {
+      floor_grads[k] = grads_of(e->model().parameters(), true);
+    };
+  }
+  std::vector<double> grad_sums, value_sums;
+  // Per floor run k, block k: its final parameters against the serial
+  // run's, per tensor (filled at the last step on its rank).
+  std::vector<double> fl_runs(size_t(nfloors) * n, 0.0);
+  int64_t compared_elements = 0;
+  bool stopped = false;
   for (int64_t s = 0; s < steps; ++s) {
     StepResult a;
-    if (serial_rank)
-      a = ref.step(s);
-    share_serial_step(ref.model(), grads_ref, a, mesh.world());
+    if (ref != nullptr)
+      a = ref->step(s);
+    std::vector<StepResult> floor_results(floors.size());
+    for (int k = 0; k < nfloors; ++k) {
+      if (floors[k] == nullptr)
+        continue;
+      FloorGemm other;
+      floor_results[k] = floors[k]->step(s);
+    }
+    share_from_rank0(mesh.world(), {&a.loss, &a.grad_norm});
+    const bool last = s + 1 == steps;
+    const LayoutStep& ls = layout_steps[size_t(s)];
+    Tally grads(cmp, compared, ls.grads, sharded);
+    Tally values(cmp, compared, ls.values, sharded);
+    std::vector<std::optional<Tally>> floor_grad(floors.size());
+    std::vector<std::optional<Tally>> floor_value(floors.size());
+    for (int k = 0; k < nfloors; ++k) {
+      if (floors[k] == nullptr)
+        continue;
+      const std::vector<Parameter*> params = floors[k]->model().parameters();
+      floor_grad[k].emplace(cmp, params, floor_grads[k]);
+      if (last)
+        floor_value[k].emplace(cmp, params, values_of(params));
+    }
+    stream_serial_step(
+        serial_params,
+        ref.get(),
+        grads_ref,
+        mesh.world(),
+        [&](int i, const Tensor& g, const Tensor& v) {
+          grads.add(i, g);
+          values.add(i, v);
+          for (int k = 0; k < nfloors; ++k) {
+            if (floor_grad[k])
+              floor_grad[k]->add(i, g);
+            if (floor_value[k])
+              floor_value[k]->add(i, v);
+          }
+        });
     // Each floor run's differences from the serial one at this step, in
     // block k of n + 2 for floor run k: per gradient tensor, then loss and
     // gradient norm (zeros on the ranks that do not run it).
@@ -483,21 +631,17 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     for (int k = 0; k < nfloors; ++k) {
       if (floors[k] == nullptr)
         continue;
-      const StepResult f = [&] {
-        FloorGemm other;
-        return floors[k]->step(s);
-      }();
       double* v = &floor_step[size_t(k) * (n + 2)];
       for (int i = 0; i < n; ++i)
-        v[i] = tensor_rel(floor_grad_sums, i);
-      v[n] = rel_diff(a.loss, f.loss);
-      v[n + 1] = rel_diff(a.grad_norm, f.grad_norm);
+        v[i] = tensor_rel(floor_grad[k]->sums(), i);
+      v[n] = rel_diff(a.loss, floor_results[k].loss);
+      v[n + 1] = rel_diff(a.grad_norm, floor_results[k].grad_norm);
+      for (int i = 0; last && i < n; ++i)
+        fl_runs[size_t(k) * n + i] = tensor_rel(floor_value[k]->sums(), i);
     }
-    const LayoutStep& ls = layout_steps[size_t(s)];
     const StepResult& b = ls.result;
-    grad_sums = cmp.local(grads_ref, compared, ls.grads, sharded);
-    value_sums = cmp.local(
-        values_of(ref.model().parameters()), compared, ls.values, sharded);
+    grad_sums = grads.sums();
+    value_sums = values.sums();
     // One reduction per step: gradient sums, value sums, the floor, and
     // whether each side's loss and gradient norm are finite.
     std::vector<double> all = grad_sums;
@@ -655,16 +799,6 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   if (!stopped) {
     // Final parameters against the floor runs' (per tensor the larger;
     // block k from floor run k's rank, zeros elsewhere).
-    std::vector<double> fl_runs(size_t(nfloors) * n, 0.0);
-    for (int k = 0; k < nfloors; ++k) {
-      if (floors[k] == nullptr)
-        continue;
-      const std::vector<Parameter*> params = floors[k]->model().parameters();
-      std::vector<double> fs = cmp.local(
-          values_of(ref.model().parameters()), params, values_of(params));
-      for (int i = 0; i < n; ++i)
-        fl_runs[size_t(k) * n + i] = tensor_rel(fs, i);
-    }
     mesh.world().all_reduce(
         fl_runs.data(), static_cast<int64_t>(fl_runs.size()));
     const std::vector<double> fl = worst_of_runs(fl_runs.data(), nfloors, n);
@@ -708,7 +842,7 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
     // Evaluation on a fixed subset.
     EvalResult ea;
     if (serial_rank)
-      ea = ref.evaluate(steps);
+      ea = ref->evaluate(steps);
     double ea_samples = double(ea.samples);
     share_from_rank0(mesh.world(), {&ea.loss, &ea.accuracy, &ea_samples});
     ea.samples = static_cast<int64_t>(ea_samples);
@@ -755,8 +889,9 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
       rep.worst_grad.empty() ? "-" : rep.worst_grad.c_str(),
       rep.max_param_rel,
       static_cast<long long>(compared_elements),
-      static_cast<long long>(ref.model().num_parameters()));
+      static_cast<long long>(serial_numel));
   out << line;
+  out << memory_line(mesh.world(), nfloors);
   for (const auto& [kind, count] : repeats) {
     if (count > 1) {
       rep.failures.push_back(

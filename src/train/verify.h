@@ -77,12 +77,14 @@ struct VerifyReport {
 // without waiting for it reads before it arrives. Each rank keeps copies
 // of the gradients and values it compares, per step. Then world rank 0
 // trains the serial reference (it needs the whole global batch, so keep
-// verify models small) and after each step broadcasts its gradients,
-// updated values, loss and gradient norm to every rank; floor run k
-// trains on world rank (k + 1) mod the job's size. Each rank compares the
-// block of every parameter it holds with the same block of the serial
-// tensor; the sums are reduced over the job, so every rank reaches the
-// same verdict.
+// verify models small; the other ranks never build it) and floor run k
+// trains on world rank (k + 1) mod the job's size; after each step rank 0
+// broadcasts its loss and gradient norm, then each parameter's gradient
+// and updated value in turn. Each rank compares the block of every
+// parameter it holds with the same block of the serial tensor as it
+// arrives; the sums are reduced over the job, so every rank reaches the
+// same verdict. The report ends with every rank's memory peak (ndtrain's
+// allocator) during the verify.
 // mesh: the job's mesh, with the axes of mesh_axes(config).
 VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out);
 

@@ -290,6 +290,17 @@ std::vector<Tensor> grads_of(
   return out;
 }
 
+// Keeps e's gradients of every step, before its update, in `out` (which
+// must outlive e's steps).
+void keep_grads(Engine& e, std::vector<Tensor>& out) {
+  out = grads_of(e.model().parameters(), true);
+  e.on_grads_ready = [&e, &out] {
+    const std::vector<Parameter*> params = e.model().parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      out[i].copy_(params[i]->grad);
+  };
+}
+
 // The floor runs: the serial layout summing in other orders; per tensor
 // the larger of their differences counts. One run takes one sample per
 // micro-batch, the other (for an even batch of at least 4) two. Each
@@ -560,22 +571,12 @@ VerifyReport run_verify(const Config& config, Mesh& mesh, std::ostream& out) {
   // The serial gradients of the step (rank 0) and each floor run's (its
   // rank), before the update.
   std::vector<Tensor> grads_ref;
-  if (ref != nullptr) {
-    grads_ref = grads_of(ref->model().parameters(), true);
-    ref->on_grads_ready = [&] {
-      const std::vector<Parameter*> params = ref->model().parameters();
-      for (size_t i = 0; i < params.size(); ++i)
-        grads_ref[i].copy_(params[i]->grad);
-    };
-  }
+  if (ref != nullptr)
+    keep_grads(*ref, grads_ref);
   std::vector<std::vector<Tensor>> floor_grads(floors.size());
   for (int k = 0; k < nfloors; ++k) {
-    Engine* e = floors[k].get();
-    if (e == nullptr)
-      continue;
-    e->on_grads_ready = [&floor_grads, k, e] {
-      floor_grads[k] = grads_of(e->model().parameters(), true);
-    };
+    if (floors[k] != nullptr)
+      keep_grads(*floors[k], floor_grads[k]);
   }
   std::vector<double> grad_sums, value_sums;
   // Per floor run k, block k: its final parameters against the serial

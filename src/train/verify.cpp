@@ -126,8 +126,8 @@ std::vector<ParamDesc> describe_serial(const Config& serial) {
 // parameters are compared with.
 class Comparison {
  public:
-  // serial: the serial model's parameters; layout: the engine whose
-  // parameters are compared, on `mesh`.
+  // serial: the serial model's parameters (describe_serial); layout: the
+  // engine whose parameters are compared, on `mesh`.
   Comparison(
       const std::vector<ParamDesc>& serial, const Engine& layout, Mesh& mesh)
       : layout_(layout), mesh_(mesh) {

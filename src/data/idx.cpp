@@ -25,6 +25,10 @@ constexpr int64_t kReadChunkBytes = int64_t{1} << 24;
 constexpr int64_t kReserveBytes = int64_t{1} << 30;
 // No IDX file we read is near this; larger headers are corrupt.
 constexpr int64_t kMaxPayloadBytes = int64_t{1} << 34;
+// Deflate codes a match of at most 258 bytes in no fewer than 2 bits (a
+// length and a distance code of 1 bit each), so a gzip file inflates to at
+// most this many bytes per byte of it.
+constexpr int64_t kMaxInflateRatio = 1032;
 
 class GzFile {
  public:
@@ -281,13 +285,28 @@ IdxArray read_idx_gz(
       "header dims imply an implausible payload (> ",
       kMaxPayloadBytes,
       " bytes)");
+  const int64_t header_bytes = 4 + 4 * int64_t{ndims};
+  // A header that promises more than the file can inflate to is corrupt:
+  // refused before anything of the promised size is reserved.
+  const auto file_bytes =
+      static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  NDT_CHECK(
+      !ec && header_bytes + total <= kMaxInflateRatio * file_bytes,
+      DataError,
+      where(path),
+      "the header promises ",
+      total,
+      " payload bytes, more than a gzip file of ",
+      file_bytes,
+      " bytes can hold (at most ",
+      kMaxInflateRatio,
+      " decompressed bytes per byte)");
 
   // Plausible sizes get their tensor up front (virtual memory until the
   // data arrives), header included, and the whole file is inflated again
   // straight into it by libdeflate; the payload is the tensor past the
   // header. Larger claims grow a buffer chunk by chunk as data actually
   // arrives and move into a tensor once complete.
-  const int64_t header_bytes = 4 + 4 * int64_t{ndims};
   int64_t done = 0;
   bool trailing = false;  // more data than the header promises
   Tensor whole;           // the decoded file, when decoded in one piece

@@ -239,6 +239,16 @@ TEST(Idx, TrailingGarbageNamesIt) {
   expect_data_error(dir.file("g.gz"), 1, "trailing garbage");
 }
 
+// A header that promises more than its gzip file can inflate to (at most
+// 1032 bytes per byte) is refused before the promised size is reserved:
+// 60000 images of 28 x 28 (47 MB) from a file of a few dozen bytes.
+TEST(Idx, PayloadBeyondWhatTheFileCanInflateToIsRefused) {
+  TempDir dir("promise");
+  write_gz(dir.file("p.gz"), idx_bytes(0x08, {60000, 28, 28}, {1, 2, 3}));
+  expect_data_error(
+      dir.file("p.gz"), 3, "47040000 payload bytes, more than a gzip file of");
+}
+
 TEST(Idx, DimsWhoseProductOverflowsAreImplausible) {
   // (2^32 - 1)^3 wraps int64; the product must be checked, not computed.
   TempDir dir("overflow");
